@@ -1,0 +1,19 @@
+//! The stockade vocabulary and the provider seam.
+//!
+//! Everything here is pure data and logic: no I/O, no processes. The local
+//! backends, the shell executors and the tools all speak these types, so the
+//! vocabulary can never grow silently in one place and not another.
+#![forbid(unsafe_code)]
+
+mod mode;
+mod policy;
+mod provider;
+mod runner_failure;
+pub mod texts;
+
+pub use mode::{ConfiningMode, Enforcement, ParseVocabularyError, SandboxMode};
+pub use policy::{ExecutionPolicy, SandboxPolicy};
+pub use provider::{
+    BackendAttempt, Confined, SANDBOX_UNAVAILABLE, SandboxProvider, SandboxUnavailable,
+};
+pub use runner_failure::{FatalLine, RunnerFailureRule};

@@ -1,0 +1,73 @@
+use std::path::{Path, PathBuf};
+
+use crate::mode::{ConfiningMode, SandboxMode};
+
+/// The complete per-call policy, resolved before an executor runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExecutionPolicy {
+    pub mode: SandboxMode,
+    pub workspace_root: PathBuf,
+}
+
+/// The subset a provider sees. It cannot express `danger-full-access`, so no
+/// provider is ever asked to "confine" an unconfined run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxPolicy {
+    pub mode: ConfiningMode,
+    pub workspace_root: PathBuf,
+}
+
+impl ExecutionPolicy {
+    pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
+        Self {
+            mode,
+            workspace_root: workspace_root.into(),
+        }
+    }
+
+    /// What to hand a provider, or `None` when the call runs unconfined.
+    pub fn sandbox_policy(&self) -> Option<SandboxPolicy> {
+        self.mode.confining().map(|mode| SandboxPolicy {
+            mode,
+            workspace_root: self.workspace_root.clone(),
+        })
+    }
+}
+
+impl SandboxPolicy {
+    pub fn new(mode: ConfiningMode, workspace_root: impl Into<PathBuf>) -> Self {
+        Self {
+            mode,
+            workspace_root: workspace_root.into(),
+        }
+    }
+
+    pub fn workspace_root(&self) -> &Path {
+        &self.workspace_root
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn danger_full_access_has_no_sandbox_policy() {
+        let p = ExecutionPolicy::new(SandboxMode::DangerFullAccess, "/w");
+        assert_eq!(p.sandbox_policy(), None);
+        let p = ExecutionPolicy::new(SandboxMode::ReadOnly, "/w");
+        assert_eq!(
+            p.sandbox_policy(),
+            Some(SandboxPolicy::new(ConfiningMode::ReadOnly, "/w"))
+        );
+    }
+
+    #[test]
+    fn policy_rejects_unknown_modes_when_deserialized() {
+        let err = serde_json::from_str::<ExecutionPolicy>(
+            r#"{"mode":"full","workspace_root":"/w"}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("invalid sandbox mode \"full\""), "{err}");
+    }
+}

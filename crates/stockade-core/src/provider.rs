@@ -1,0 +1,108 @@
+use std::ffi::OsString;
+use std::fmt;
+
+use crate::mode::Enforcement;
+use crate::policy::SandboxPolicy;
+use crate::runner_failure::RunnerFailureRule;
+
+/// The structured code every "no confinement could be had" error carries.
+pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+
+/// What a provider hands back: the argv to spawn INSTEAD of the caller's, and
+/// the facts needed to read what happened to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confined {
+    /// Spawn exactly this; it runs the caller's argv inside the confinement.
+    pub argv: Vec<OsString>,
+    /// Which backend built it (`bwrap`, `landlock`, `runner-command`, ...).
+    pub backend: &'static str,
+    pub enforcement: Enforcement,
+    /// Stderr substrings this backend's kernel prints on a denied file effect.
+    pub denial_signatures: Vec<String>,
+    /// Structured evidence that the runner itself failed.
+    pub runner_failure_rules: Vec<RunnerFailureRule>,
+}
+
+/// One backend that was tried, and why it could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendAttempt {
+    pub backend: String,
+    pub detail: String,
+}
+
+/// No usable backend: fail closed, never a silent unconfined passthrough.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SandboxUnavailable {
+    /// Every backend tried, in order, with why it failed.
+    pub attempts: Vec<BackendAttempt>,
+}
+
+impl SandboxUnavailable {
+    pub const CODE: &'static str = SANDBOX_UNAVAILABLE;
+
+    pub fn new(attempts: Vec<BackendAttempt>) -> Self {
+        Self { attempts }
+    }
+
+    pub fn single(backend: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::new(vec![BackendAttempt {
+            backend: backend.into(),
+            detail: detail.into(),
+        }])
+    }
+
+    pub fn code(&self) -> &'static str {
+        Self::CODE
+    }
+}
+
+/// `sandbox unavailable: bwrap: <why>; landlock: <why>`
+impl fmt::Display for SandboxUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sandbox unavailable: ")?;
+        if self.attempts.is_empty() {
+            return f.write_str("no backend was tried");
+        }
+        for (i, a) in self.attempts.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", a.backend, a.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// The seam every confining consumer stands on. Policy rides each call, never
+/// the provider, so two calls may confine under different policies at once.
+pub trait SandboxProvider: Send + Sync {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_names_every_attempt() {
+        let e = SandboxUnavailable::new(vec![
+            BackendAttempt {
+                backend: "bwrap".into(),
+                detail: "not found on PATH".into(),
+            },
+            BackendAttempt {
+                backend: "landlock".into(),
+                detail: "kernel has no Landlock".into(),
+            },
+        ]);
+        assert_eq!(e.code(), "SANDBOX_UNAVAILABLE");
+        assert_eq!(
+            e.to_string(),
+            "sandbox unavailable: bwrap: not found on PATH; landlock: kernel has no Landlock"
+        );
+    }
+}
