@@ -1,0 +1,412 @@
+//! The local sandbox provider: one per-platform chain of same-world backends.
+//!
+//! | platform | chain | selection |
+//! |---|---|---|
+//! | Linux | bwrap, then the Landlock launcher | functional probes in order, verdict cached |
+//! | macOS | Seatbelt | declared; fails closed until its rung lands |
+//! | Windows | restricted-token runner | declared; fails closed until its rung lands |
+//! | other | none | fails closed |
+#![forbid(unsafe_code)]
+
+mod cache;
+mod host;
+#[cfg(target_os = "linux")]
+mod linux;
+pub mod profile;
+mod settings;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use stockade_core::{
+    BackendAttempt, Confined, Enforcement, SandboxPolicy, SandboxProvider, SandboxUnavailable,
+};
+
+pub use host::{Host, default_host};
+pub use settings::{BackendPreference, LocalSettings, RunnerCommand, SettingsError};
+
+/// A backend of the Linux chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Bwrap,
+    Landlock,
+}
+
+impl Backend {
+    pub const LINUX_CHAIN: [Backend; 2] = [Backend::Bwrap, Backend::Landlock];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap",
+            Backend::Landlock => "landlock",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The platform whose chain applies. Injectable so every chain is testable here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Platform {
+    Linux,
+    MacOs,
+    Windows,
+    Other(&'static str),
+}
+
+impl Platform {
+    pub fn current() -> Self {
+        match std::env::consts::OS {
+            "linux" => Platform::Linux,
+            "macos" => Platform::MacOs,
+            "windows" => Platform::Windows,
+            other => Platform::Other(other),
+        }
+    }
+
+    /// Why this platform has no usable chain yet, or `None` for Linux.
+    fn closed_chain(self) -> Option<SandboxUnavailable> {
+        match self {
+            Platform::Linux => None,
+            Platform::MacOs => Some(SandboxUnavailable::single(
+                "seatbelt",
+                "the macOS Seatbelt backend is not available in this build",
+            )),
+            Platform::Windows => Some(SandboxUnavailable::single(
+                "restricted-token",
+                "the Windows restricted-token backend is not available in this build",
+            )),
+            Platform::Other(os) => Some(SandboxUnavailable::single(
+                "none",
+                format!("no sandbox backend exists for platform {os:?}"),
+            )),
+        }
+    }
+}
+
+/// The backend a provider settled on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selected {
+    pub backend: Backend,
+    pub runner: PathBuf,
+    pub enforcement: Enforcement,
+    pub landlock_abi: Option<u8>,
+}
+
+/// One backend's line in `stockade probe`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BackendReport {
+    pub backend: String,
+    pub runner: Option<PathBuf>,
+    pub usable: bool,
+    pub detail: String,
+    pub enforcement: Option<Enforcement>,
+    pub landlock_abi: Option<u8>,
+}
+
+/// What every backend of this platform's chain can do right now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ProbeReport {
+    pub platform: String,
+    pub backends: Vec<BackendReport>,
+    /// The backend `auto` selects, if any is usable.
+    pub auto_selects: Option<&'static str>,
+}
+
+/// The local provider. Select once, confine many times under per-call policy.
+pub struct LocalProvider {
+    settings: LocalSettings,
+    platform: Platform,
+    host: Arc<dyn Host>,
+    selection: OnceLock<Result<Selected, SandboxUnavailable>>,
+}
+
+impl fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalProvider")
+            .field("settings", &self.settings)
+            .field("platform", &self.platform)
+            .field("selection", &self.selection.get())
+            .finish()
+    }
+}
+
+impl LocalProvider {
+    pub fn new(settings: LocalSettings) -> Result<Self, SettingsError> {
+        Self::with_host(settings, Platform::current(), default_host())
+    }
+
+    pub fn with_host(
+        settings: LocalSettings,
+        platform: Platform,
+        host: Arc<dyn Host>,
+    ) -> Result<Self, SettingsError> {
+        settings.validate()?;
+        Ok(Self {
+            settings,
+            platform,
+            host,
+            selection: OnceLock::new(),
+        })
+    }
+
+    pub fn settings(&self) -> &LocalSettings {
+        &self.settings
+    }
+
+    /// The backend this provider confines with, selecting it on first use.
+    /// Concurrent first callers wait for one selection.
+    pub fn selected(&self) -> Result<&Selected, SandboxUnavailable> {
+        self.selection
+            .get_or_init(|| self.select())
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Drop the verdict kept between processes (e.g. after its runner failed),
+    /// so the next process probes again.
+    pub fn forget_verdict(&self) {
+        if let Some(dir) = &self.settings.verdict_cache_dir {
+            cache::forget(dir);
+        }
+    }
+
+    fn select(&self) -> Result<Selected, SandboxUnavailable> {
+        if let Some(closed) = self.platform.closed_chain() {
+            return Err(closed);
+        }
+        match self.settings.backend {
+            BackendPreference::Bwrap => self.sole(Backend::Bwrap),
+            BackendPreference::Landlock => self.sole(Backend::Landlock),
+            BackendPreference::Auto => self.auto(),
+        }
+    }
+
+    /// An explicitly chosen backend is a sole candidate and is not probed: its
+    /// own exec-time refusal and failure rules keep it fail-closed.
+    fn sole(&self, backend: Backend) -> Result<Selected, SandboxUnavailable> {
+        let runner = self
+            .host
+            .locate(backend, &self.settings)
+            .map_err(|d| SandboxUnavailable::single(backend.as_str(), d))?;
+        self.facts(backend, runner)
+            .map_err(|d| SandboxUnavailable::single(backend.as_str(), d))
+    }
+
+    fn facts(&self, backend: Backend, runner: PathBuf) -> Result<Selected, String> {
+        let (enforcement, landlock_abi) = match backend {
+            Backend::Bwrap => (Enforcement::Full, None),
+            Backend::Landlock => match self.host.landlock_abi() {
+                None => {
+                    return Err("the kernel does not support Landlock (or it is disabled)".into());
+                }
+                Some(abi) if abi >= 3 => (Enforcement::Full, Some(abi)),
+                Some(abi) => (Enforcement::Partial, Some(abi)),
+            },
+        };
+        Ok(Selected {
+            backend,
+            runner,
+            enforcement,
+            landlock_abi,
+        })
+    }
+
+    fn located(&self) -> Vec<(Backend, Result<PathBuf, String>)> {
+        Backend::LINUX_CHAIN
+            .iter()
+            .map(|b| (*b, self.host.locate(*b, &self.settings)))
+            .collect()
+    }
+
+    fn verdict_key(&self, located: &[(Backend, Result<PathBuf, String>)]) -> Option<Vec<u8>> {
+        let runners: Vec<(Backend, Option<&Path>)> = located
+            .iter()
+            .map(|(b, r)| (*b, r.as_ref().ok().map(PathBuf::as_path)))
+            .collect();
+        self.host.verdict_key(&runners)
+    }
+
+    fn auto(&self) -> Result<Selected, SandboxUnavailable> {
+        let located = self.located();
+        let cache = self
+            .settings
+            .verdict_cache_dir
+            .as_deref()
+            .and_then(|dir| Some((dir, self.verdict_key(&located)?)));
+        if let Some((dir, key)) = &cache {
+            if let Some(backend) = cache::load(dir, key) {
+                let runner = located.iter().find(|(b, _)| *b == backend);
+                if let Some((_, Ok(runner))) = runner {
+                    if let Ok(sel) = self.facts(backend, runner.clone()) {
+                        return Ok(sel);
+                    }
+                }
+            }
+        }
+        let mut attempts = Vec::new();
+        for (backend, runner) in located {
+            match self.probe_one(backend, runner) {
+                Ok(sel) => {
+                    if let Some((dir, key)) = &cache {
+                        cache::store(dir, key, backend);
+                    }
+                    return Ok(sel);
+                }
+                Err(detail) => attempts.push(BackendAttempt {
+                    backend: backend.as_str().into(),
+                    detail,
+                }),
+            }
+        }
+        Err(SandboxUnavailable::new(attempts))
+    }
+
+    fn probe_one(
+        &self,
+        backend: Backend,
+        runner: Result<PathBuf, String>,
+    ) -> Result<Selected, String> {
+        let runner = runner?;
+        let sel = self.facts(backend, runner)?;
+        self.host
+            .probe(backend, &sel.runner, self.settings.probe_timeout)
+            .map_err(|d| format!("probe failed: {d}"))?;
+        Ok(sel)
+    }
+
+    /// Probe every backend of this platform's chain afresh.
+    pub fn report(&self) -> ProbeReport {
+        let platform = match self.platform {
+            Platform::Linux => "linux".to_owned(),
+            Platform::MacOs => "macos".to_owned(),
+            Platform::Windows => "windows".to_owned(),
+            Platform::Other(os) => os.to_owned(),
+        };
+        if let Some(closed) = self.platform.closed_chain() {
+            let backends = closed
+                .attempts
+                .into_iter()
+                .map(|a| BackendReport {
+                    backend: a.backend,
+                    runner: None,
+                    usable: false,
+                    detail: a.detail,
+                    enforcement: None,
+                    landlock_abi: None,
+                })
+                .collect();
+            return ProbeReport {
+                platform,
+                backends,
+                auto_selects: None,
+            };
+        }
+        let located = self.located();
+        let key = self.verdict_key(&located);
+        let mut backends = Vec::new();
+        let mut auto_selects = None;
+        for (backend, runner) in located {
+            let path = runner.as_ref().ok().cloned();
+            let abi = match backend {
+                Backend::Landlock => self.host.landlock_abi(),
+                Backend::Bwrap => None,
+            };
+            let line = match self.probe_one(backend, runner) {
+                Ok(sel) => {
+                    if auto_selects.is_none() {
+                        auto_selects = Some(backend.as_str());
+                        if let (Some(dir), Some(key)) = (&self.settings.verdict_cache_dir, &key) {
+                            cache::store(dir, key, backend);
+                        }
+                    }
+                    BackendReport {
+                        backend: backend.as_str().into(),
+                        runner: path,
+                        usable: true,
+                        detail:
+                            "probe passed: a write outside was denied and a write inside succeeded"
+                                .into(),
+                        enforcement: Some(sel.enforcement),
+                        landlock_abi: sel.landlock_abi,
+                    }
+                }
+                Err(detail) => BackendReport {
+                    backend: backend.as_str().into(),
+                    runner: path,
+                    usable: false,
+                    detail,
+                    enforcement: None,
+                    landlock_abi: abi,
+                },
+            };
+            backends.push(line);
+        }
+        ProbeReport {
+            platform,
+            backends,
+            auto_selects,
+        }
+    }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl SandboxProvider for LocalProvider {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        // A workspace reached through a symlink is bound/granted by its real
+        // location, which is what the kernel checks.
+        let policy = SandboxPolicy::new(policy.mode, canonical(policy.workspace_root()));
+        let tmpdir = self.host.tmpdir();
+        if let Some(rc) = &self.settings.runner_command {
+            let mut out = rc.argv().to_vec();
+            out.extend(profile::bwrap_args(&policy, tmpdir.as_deref(), argv));
+            return Ok(Confined {
+                argv: out,
+                backend: "runner-command",
+                enforcement: Enforcement::Full,
+                denial_signatures: vec![profile::BWRAP_DENIAL.into()],
+                runner_failure_rules: profile::signature_rules(rc.failure_signatures()),
+            });
+        }
+        let sel = self.selected()?;
+        let runner = sel.runner.as_os_str();
+        Ok(match sel.backend {
+            Backend::Bwrap => Confined {
+                argv: profile::with_runner(
+                    runner,
+                    profile::bwrap_args(&policy, tmpdir.as_deref(), argv),
+                ),
+                backend: "bwrap",
+                enforcement: sel.enforcement,
+                denial_signatures: vec![profile::BWRAP_DENIAL.into()],
+                runner_failure_rules: profile::bwrap_rules(),
+            },
+            Backend::Landlock => Confined {
+                argv: profile::with_runner(
+                    runner,
+                    profile::landlock_args(&policy, tmpdir.as_deref(), argv),
+                ),
+                backend: "landlock",
+                enforcement: sel.enforcement,
+                denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
+                runner_failure_rules: profile::landlock_rules(),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

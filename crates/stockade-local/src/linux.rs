@@ -1,0 +1,242 @@
+//! The real Linux host: runner lookup, the in-process Landlock ABI check, and
+//! functional probes that run each backend's real profile.
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+use stockade_core::{ConfiningMode, SandboxPolicy};
+use wait_timeout::ChildExt;
+
+use crate::{Backend, Host, LocalSettings, profile};
+
+pub(crate) struct LinuxHost;
+
+const LAUNCHER: &str = "landlock-run";
+
+fn is_executable_file(p: &Path) -> bool {
+    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|p| is_executable_file(p))
+}
+
+fn explicit(p: &Path, what: &str) -> Result<PathBuf, String> {
+    if is_executable_file(p) {
+        Ok(p.to_path_buf())
+    } else {
+        Err(format!(
+            "configured {what} {} is not an executable file",
+            p.display()
+        ))
+    }
+}
+
+impl Host for LinuxHost {
+    fn locate(&self, backend: Backend, s: &LocalSettings) -> Result<PathBuf, String> {
+        match backend {
+            Backend::Bwrap => match &s.bwrap_path {
+                Some(p) => explicit(p, "bwrap_path"),
+                None => find_on_path("bwrap").ok_or_else(|| "bwrap not found on PATH".to_owned()),
+            },
+            // Next to the running executable first: that is the copy built and
+            // installed with it.
+            Backend::Landlock => std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(|d| d.join(LAUNCHER)))
+                .filter(|p| is_executable_file(p))
+                .or_else(|| find_on_path(LAUNCHER))
+                .map(Ok)
+                .or_else(|| s.launcher_path.as_deref().map(|p| explicit(p, "launcher_path")))
+                .unwrap_or_else(|| {
+                    Err(format!(
+                        "{LAUNCHER} not found next to the executable, on PATH, or at a configured launcher_path"
+                    ))
+                }),
+        }
+    }
+
+    fn landlock_abi(&self) -> Option<u8> {
+        // The crate deliberately hides the raw ABI; asking it to *require*
+        // each ABI's rights answers the same question without unsafe code.
+        let abis = [
+            (ABI::V1, 1),
+            (ABI::V2, 2),
+            (ABI::V3, 3),
+            (ABI::V4, 4),
+            (ABI::V5, 5),
+            (ABI::V6, 6),
+            (ABI::V7, 7),
+            (ABI::V8, 8),
+            (ABI::V9, 9),
+            (ABI::V10, 10),
+        ];
+        abis.iter()
+            .take_while(|(abi, _)| {
+                Ruleset::default()
+                    .set_compatibility(CompatLevel::HardRequirement)
+                    .handle_access(AccessFs::from_all(*abi))
+                    .and_then(|r| r.create())
+                    .is_ok()
+            })
+            .last()
+            .map(|(_, n)| *n)
+    }
+
+    fn probe(&self, backend: Backend, runner: &Path, timeout: Duration) -> Result<(), String> {
+        let dir = tempfile::Builder::new()
+            .prefix("stockade-probe-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a probe workspace: {e}"))?;
+        let ws = dir.path().join("ws");
+        fs::create_dir(&ws).map_err(|e| format!("cannot create {}: {e}", ws.display()))?;
+        let ws = canonical_dir(&ws)?;
+        let tmpdir = self.tmpdir();
+        let attempt = |mode: ConfiningMode, target: &Path| -> Result<(bool, String), String> {
+            let policy = SandboxPolicy::new(mode, &ws);
+            let inner: Vec<OsString> = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo stockade-probe > \"$1\"".into(),
+                "sh".into(),
+                target.as_os_str().to_owned(),
+            ];
+            let args = match backend {
+                Backend::Bwrap => profile::bwrap_args(&policy, tmpdir.as_deref(), &inner),
+                Backend::Landlock => profile::landlock_args(&policy, tmpdir.as_deref(), &inner),
+            };
+            run_bounded(runner.as_os_str(), &args, timeout)
+        };
+        let outside = ws.join("denied");
+        let (ok, err) = attempt(ConfiningMode::ReadOnly, &outside)?;
+        if ok || outside.exists() {
+            return Err(format!(
+                "a write outside the writable set was not denied ({})",
+                outside.display()
+            ));
+        }
+        if let Some(line) = err
+            .lines()
+            .find(|l| l.starts_with("bwrap: ") || l.starts_with("landlock-run: "))
+        {
+            if line != profile::LANDLOCK_PARTIAL_NOTICE {
+                return Err(line.to_owned());
+            }
+        }
+        let inside = ws.join("allowed");
+        let (ok, err) = attempt(ConfiningMode::WorkspaceWrite, &inside)?;
+        if !ok || !inside.is_file() {
+            let why = err
+                .lines()
+                .find(|l| *l != profile::LANDLOCK_PARTIAL_NOTICE)
+                .unwrap_or("no output");
+            return Err(format!("a write inside the workspace failed: {why}"));
+        }
+        Ok(())
+    }
+
+    fn tmpdir(&self) -> Option<PathBuf> {
+        let t = std::env::var_os("TMPDIR").filter(|t| !t.is_empty())?;
+        fs::canonicalize(t).ok().filter(|p| p.is_dir())
+    }
+
+    fn verdict_key(&self, runners: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>> {
+        let mut key = Vec::new();
+        key.extend_from_slice(b"boot=");
+        key.extend_from_slice(
+            fs::read("/proc/sys/kernel/random/boot_id")
+                .ok()?
+                .trim_ascii(),
+        );
+        key.extend_from_slice(format!(";euid={}", rustix::process::geteuid().as_raw()).as_bytes());
+        // Whether bwrap works hinges on user-namespace policy, which an admin
+        // can flip without a reboot.
+        for knob in [
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "/proc/sys/user/max_user_namespaces",
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        ] {
+            let v = fs::read(knob).unwrap_or_default();
+            key.extend_from_slice(format!(";{knob}=").as_bytes());
+            key.extend_from_slice(v.trim_ascii());
+        }
+        for (backend, path) in runners {
+            key.extend_from_slice(format!(";{backend}=").as_bytes());
+            match path {
+                None => key.extend_from_slice(b"absent"),
+                Some(p) => {
+                    let m = fs::metadata(p).ok()?;
+                    key.extend_from_slice(p.as_os_str().as_bytes());
+                    key.extend_from_slice(
+                        format!(
+                            ":{}:{}:{}:{}.{}:{:o}",
+                            m.dev(),
+                            m.ino(),
+                            m.size(),
+                            m.mtime(),
+                            m.mtime_nsec(),
+                            m.mode()
+                        )
+                        .as_bytes(),
+                    );
+                }
+            }
+        }
+        Some(key)
+    }
+}
+
+fn canonical_dir(p: &Path) -> Result<PathBuf, String> {
+    fs::canonicalize(p).map_err(|e| format!("cannot resolve {}: {e}", p.display()))
+}
+
+/// Run `program args` with a deadline; `(exited 0, stderr)`.
+fn run_bounded(
+    program: &OsStr,
+    args: &[OsString],
+    timeout: Duration,
+) -> Result<(bool, String), String> {
+    let shown = Path::new(program).display();
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {shown}: {e}"))?;
+    let reader = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = err.by_ref().take(64 * 1024).read_to_end(&mut buf);
+            buf
+        })
+    });
+    let status = match child.wait_timeout(timeout) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{shown} did not finish within {} ms",
+                timeout.as_millis()
+            ));
+        }
+        Err(e) => return Err(format!("cannot wait for {shown}: {e}")),
+    };
+    let stderr = reader.and_then(|r| r.join().ok()).unwrap_or_default();
+    Ok((
+        status.success(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    ))
+}

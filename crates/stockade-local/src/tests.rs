@@ -1,0 +1,359 @@
+//! Chain selection, caching and fail-closed behaviour with injected verdicts.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+
+use stockade_core::{ConfiningMode, Enforcement, SandboxPolicy, SandboxProvider};
+
+use super::*;
+
+#[derive(Default)]
+struct FakeHost {
+    runners: HashMap<Backend, PathBuf>,
+    probe_ok: HashMap<Backend, bool>,
+    abi: Option<u8>,
+    probes: AtomicUsize,
+    probe_delay: Duration,
+    key: Mutex<Vec<u8>>,
+}
+
+impl FakeHost {
+    fn linux(bwrap_ok: bool, landlock_ok: bool, abi: Option<u8>) -> Self {
+        let mut h = FakeHost {
+            abi,
+            key: Mutex::new(b"boot-1".to_vec()),
+            ..Default::default()
+        };
+        h.runners.insert(Backend::Bwrap, "/usr/bin/bwrap".into());
+        h.runners
+            .insert(Backend::Landlock, "/opt/stockade/landlock-run".into());
+        h.probe_ok.insert(Backend::Bwrap, bwrap_ok);
+        h.probe_ok.insert(Backend::Landlock, landlock_ok);
+        h
+    }
+}
+
+impl Host for FakeHost {
+    fn locate(&self, backend: Backend, _: &LocalSettings) -> Result<PathBuf, String> {
+        self.runners
+            .get(&backend)
+            .cloned()
+            .ok_or_else(|| format!("{backend} not found on PATH"))
+    }
+    fn landlock_abi(&self) -> Option<u8> {
+        self.abi
+    }
+    fn probe(&self, backend: Backend, _: &Path, _: Duration) -> Result<(), String> {
+        self.probes.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.probe_delay);
+        if self.probe_ok.get(&backend).copied().unwrap_or(false) {
+            Ok(())
+        } else {
+            Err("a write outside the writable set was not denied".into())
+        }
+    }
+    fn tmpdir(&self) -> Option<PathBuf> {
+        None
+    }
+    fn verdict_key(&self, _: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>> {
+        Some(self.key.lock().unwrap().clone())
+    }
+}
+
+fn provider(
+    host: FakeHost,
+    settings: LocalSettings,
+    platform: Platform,
+) -> (LocalProvider, Arc<FakeHost>) {
+    let host = Arc::new(host);
+    let p = LocalProvider::with_host(settings, platform, host.clone()).unwrap();
+    (p, host)
+}
+
+fn ro() -> SandboxPolicy {
+    SandboxPolicy::new(ConfiningMode::ReadOnly, "/nonexistent-ws")
+}
+
+fn argv() -> Vec<OsString> {
+    vec!["bash".into(), "-c".into(), "true".into()]
+}
+
+#[test]
+fn auto_takes_bwrap_when_its_probe_passes() {
+    let (p, h) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let c = p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(c.backend, "bwrap");
+    assert_eq!(c.argv[0], "/usr/bin/bwrap");
+    assert_eq!(c.enforcement, Enforcement::Full);
+    assert_eq!(c.denial_signatures, ["Read-only file system"]);
+    assert_eq!(&c.argv[c.argv.len() - 3..], argv().as_slice());
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn auto_falls_to_landlock_and_reports_partial_below_abi_3() {
+    for (abi, enforcement) in [
+        (Some(2), Enforcement::Partial),
+        (Some(3), Enforcement::Full),
+        (Some(7), Enforcement::Full),
+    ] {
+        let (p, _) = provider(
+            FakeHost::linux(false, true, abi),
+            LocalSettings::default(),
+            Platform::Linux,
+        );
+        let c = p.confine(&argv(), &ro()).unwrap();
+        assert_eq!(c.backend, "landlock");
+        assert_eq!(c.argv[0], "/opt/stockade/landlock-run");
+        assert_eq!(c.enforcement, enforcement, "abi {abi:?}");
+        assert_eq!(c.denial_signatures, ["Permission denied"]);
+    }
+}
+
+#[test]
+fn no_usable_backend_fails_closed_with_every_attempt() {
+    let (p, _) = provider(
+        FakeHost::linux(false, true, None),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let e = p.confine(&argv(), &ro()).unwrap_err();
+    assert_eq!(e.code(), "SANDBOX_UNAVAILABLE");
+    assert_eq!(
+        e.to_string(),
+        "sandbox unavailable: bwrap: probe failed: a write outside the writable set was not denied; \
+         landlock: the kernel does not support Landlock (or it is disabled)"
+    );
+    let mut h = FakeHost::linux(false, false, Some(7));
+    h.runners.remove(&Backend::Bwrap);
+    let (p, _) = provider(h, LocalSettings::default(), Platform::Linux);
+    let e = p.confine(&argv(), &ro()).unwrap_err();
+    assert_eq!(e.attempts.len(), 2);
+    assert_eq!(e.attempts[0].detail, "bwrap not found on PATH");
+    assert!(e.attempts[1].detail.starts_with("probe failed"));
+}
+
+#[test]
+fn the_verdict_is_cached_for_the_providers_lifetime() {
+    let (p, h) = provider(
+        FakeHost::linux(false, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    for _ in 0..5 {
+        p.confine(&argv(), &ro()).unwrap();
+    }
+    // bwrap's probe failed once, landlock's passed once; never again.
+    assert_eq!(h.probes.load(Ordering::SeqCst), 2);
+    // A failed selection is cached too: it stays closed, it does not flap.
+    let (p, h) = provider(
+        FakeHost::linux(false, false, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    assert!(p.confine(&argv(), &ro()).is_err());
+    assert!(p.confine(&argv(), &ro()).is_err());
+    assert_eq!(h.probes.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn concurrent_first_calls_probe_once() {
+    let mut host = FakeHost::linux(true, true, Some(7));
+    host.probe_delay = Duration::from_millis(50);
+    let (p, h) = provider(host, LocalSettings::default(), Platform::Linux);
+    let p = Arc::new(p);
+    let barrier = Arc::new(Barrier::new(8));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (p, b) = (p.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                b.wait();
+                p.confine(&argv(), &ro()).unwrap().backend
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), "bwrap");
+    }
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn explicit_backends_are_sole_candidates_and_not_probed() {
+    let s = LocalSettings {
+        backend: BackendPreference::Landlock,
+        ..Default::default()
+    };
+    let (p, h) = provider(FakeHost::linux(true, false, Some(4)), s, Platform::Linux);
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "landlock");
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+
+    let s = LocalSettings {
+        backend: BackendPreference::Bwrap,
+        ..Default::default()
+    };
+    let mut host = FakeHost::linux(false, true, Some(7));
+    host.runners.remove(&Backend::Bwrap);
+    let (p, h) = provider(host, s, Platform::Linux);
+    let e = p.confine(&argv(), &ro()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "sandbox unavailable: bwrap: bwrap not found on PATH"
+    );
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+
+    // An explicit landlock on a kernel without Landlock fails closed up front.
+    let s = LocalSettings {
+        backend: BackendPreference::Landlock,
+        ..Default::default()
+    };
+    let (p, _) = provider(FakeHost::linux(true, true, None), s, Platform::Linux);
+    assert!(p.confine(&argv(), &ro()).is_err());
+}
+
+#[test]
+fn other_platform_chains_fail_closed() {
+    for (platform, backend) in [
+        (Platform::MacOs, "seatbelt"),
+        (Platform::Windows, "restricted-token"),
+        (Platform::Other("freebsd"), "none"),
+    ] {
+        for pref in [
+            BackendPreference::Auto,
+            BackendPreference::Bwrap,
+            BackendPreference::Landlock,
+        ] {
+            let s = LocalSettings {
+                backend: pref,
+                ..Default::default()
+            };
+            let (p, h) = provider(FakeHost::linux(true, true, Some(7)), s, platform);
+            let e = p.confine(&argv(), &ro()).unwrap_err();
+            assert_eq!(e.code(), "SANDBOX_UNAVAILABLE");
+            assert_eq!(e.attempts[0].backend, backend);
+            assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+            let r = p.report();
+            assert_eq!(r.auto_selects, None);
+            assert!(r.backends.iter().all(|b| !b.usable));
+        }
+    }
+}
+
+#[test]
+fn runner_command_skips_chain_and_probes() {
+    let rc = RunnerCommand::new(
+        vec!["/opt/fake-runner".into(), "--flag".into()],
+        vec!["fake: fatal".into()],
+    )
+    .unwrap();
+    let s = LocalSettings {
+        runner_command: Some(rc),
+        ..Default::default()
+    };
+    let (p, h) = provider(FakeHost::linux(false, false, None), s, Platform::Linux);
+    let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/nonexistent-ws");
+    let c = p.confine(&argv(), &policy).unwrap();
+    assert_eq!(c.backend, "runner-command");
+    assert_eq!(c.argv[0], "/opt/fake-runner");
+    assert_eq!(c.argv[1], "--flag");
+    assert_eq!(
+        &c.argv[2..],
+        profile::bwrap_args(&policy, None, &argv()).as_slice()
+    );
+    assert_eq!(
+        c.runner_failure_rules,
+        profile::signature_rules(&["fake: fatal".into()])
+    );
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn policy_rides_each_call() {
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let a = p.confine(&argv(), &ro()).unwrap();
+    let b = p
+        .confine(
+            &argv(),
+            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/nonexistent-ws"),
+        )
+        .unwrap();
+    assert!(!a.argv.iter().any(|x| x == "--bind"));
+    assert!(b.argv.iter().any(|x| x == "--bind"));
+}
+
+#[test]
+fn auto_verdict_is_kept_between_providers_and_rekeyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = LocalSettings {
+        verdict_cache_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let (p, h) = provider(
+        FakeHost::linux(false, true, Some(7)),
+        settings.clone(),
+        Platform::Linux,
+    );
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "landlock");
+    assert_eq!(h.probes.load(Ordering::SeqCst), 2);
+
+    // A second process with the same key does not probe at all.
+    let (p, h) = provider(
+        FakeHost::linux(false, true, Some(7)),
+        settings.clone(),
+        Platform::Linux,
+    );
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "landlock");
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+
+    // A new boot (or runner, or user) re-probes.
+    let host = FakeHost::linux(true, true, Some(7));
+    *host.key.lock().unwrap() = b"boot-2".to_vec();
+    let (p, h) = provider(host, settings.clone(), Platform::Linux);
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "bwrap");
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+
+    // A cached backend whose runner vanished is not trusted: probe again.
+    let mut host = FakeHost::linux(false, true, Some(7));
+    host.runners.remove(&Backend::Bwrap);
+    *host.key.lock().unwrap() = b"boot-2".to_vec();
+    let (p, h) = provider(host, settings.clone(), Platform::Linux);
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "landlock");
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+
+    // forget_verdict makes the next process probe.
+    p.forget_verdict();
+    let mut host = FakeHost::linux(false, true, Some(7));
+    host.runners.remove(&Backend::Bwrap);
+    *host.key.lock().unwrap() = b"boot-2".to_vec();
+    let (p, h) = provider(host, settings, Platform::Linux);
+    p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn report_lists_every_backend_and_the_auto_choice() {
+    let (p, _) = provider(
+        FakeHost::linux(false, true, Some(2)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let r = p.report();
+    assert_eq!(r.platform, "linux");
+    assert_eq!(r.auto_selects, Some("landlock"));
+    assert_eq!(r.backends.len(), 2);
+    assert!(!r.backends[0].usable);
+    assert!(r.backends[1].usable);
+    assert_eq!(r.backends[1].enforcement, Some(Enforcement::Partial));
+    assert_eq!(r.backends[1].landlock_abi, Some(2));
+}
