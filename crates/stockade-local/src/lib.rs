@@ -103,11 +103,21 @@ pub struct Selected {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BackendReport {
     pub backend: String,
+    #[serde(serialize_with = "display_path")]
     pub runner: Option<PathBuf>,
     pub usable: bool,
     pub detail: String,
     pub enforcement: Option<Enforcement>,
     pub landlock_abi: Option<u8>,
+}
+
+/// Reports are for people and scripts to read; a non-UTF-8 runner path is
+/// shown lossily there and never used from the report.
+fn display_path<S: serde::Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.serialize_some(&p.display().to_string()),
+        None => s.serialize_none(),
+    }
 }
 
 /// What every backend of this platform's chain can do right now.
