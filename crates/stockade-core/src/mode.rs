@@ -156,7 +156,14 @@ mod tests {
 
     #[test]
     fn values_outside_the_vocabulary_are_rejected_listing_valid_ones() {
-        for bad in ["", "readonly", "Read-Only", "workspace_write", "full-access", " read-only"] {
+        for bad in [
+            "",
+            "readonly",
+            "Read-Only",
+            "workspace_write",
+            "full-access",
+            " read-only",
+        ] {
             let err = bad.parse::<SandboxMode>().unwrap_err();
             assert_eq!(err.value, bad);
             assert_eq!(
@@ -174,13 +181,19 @@ mod tests {
         );
         assert!(serde_json::from_str::<SandboxMode>("3").is_err());
         let err = "danger-full-access".parse::<ConfiningMode>().unwrap_err();
-        assert!(err.to_string().contains("expected one of read-only, workspace-write"));
+        assert!(
+            err.to_string()
+                .contains("expected one of read-only, workspace-write")
+        );
         assert!("strict".parse::<Enforcement>().is_err());
     }
 
     #[test]
     fn only_danger_full_access_is_not_confining() {
-        assert_eq!(SandboxMode::ReadOnly.confining(), Some(ConfiningMode::ReadOnly));
+        assert_eq!(
+            SandboxMode::ReadOnly.confining(),
+            Some(ConfiningMode::ReadOnly)
+        );
         assert_eq!(
             SandboxMode::WorkspaceWrite.confining(),
             Some(ConfiningMode::WorkspaceWrite)

@@ -64,10 +64,12 @@ mod tests {
 
     #[test]
     fn policy_rejects_unknown_modes_when_deserialized() {
-        let err = serde_json::from_str::<ExecutionPolicy>(
-            r#"{"mode":"full","workspace_root":"/w"}"#,
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("invalid sandbox mode \"full\""), "{err}");
+        let err =
+            serde_json::from_str::<ExecutionPolicy>(r#"{"mode":"full","workspace_root":"/w"}"#)
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("invalid sandbox mode \"full\""),
+            "{err}"
+        );
     }
 }

@@ -72,7 +72,9 @@ mod tests {
         RunnerFailureRule {
             exit_codes: Some(vec![125]),
             fatal_lines: vec![FatalLine::Prefix("landlock-run: ".into())],
-            informational_lines: vec!["landlock-run: partial enforcement (older Landlock ABI)".into()],
+            informational_lines: vec![
+                "landlock-run: partial enforcement (older Landlock ABI)".into(),
+            ],
         }
     }
 
@@ -114,7 +116,10 @@ mod tests {
             fatal_lines: vec![FatalLine::Signature("runner broke".into())],
             informational_lines: vec![],
         };
-        assert!(rule.fatal_line(Some(0), b"x\nfatal: runner broke here\n").is_some());
+        assert!(
+            rule.fatal_line(Some(0), b"x\nfatal: runner broke here\n")
+                .is_some()
+        );
         assert!(rule.fatal_line(None, b"runner broke").is_some());
         assert_eq!(rule.fatal_line(Some(1), b"Read-only file system\n"), None);
         assert_eq!(
