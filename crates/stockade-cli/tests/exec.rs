@@ -1,0 +1,421 @@
+//! `stockade exec` and `stockade probe` against the real kernel.
+//!
+//! When `CI=true` a missing runner is a failure, never a skip.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+fn have_bwrap() -> bool {
+    let ok = Command::new("bwrap").arg("--version").output().is_ok();
+    assert!(
+        ok || !in_ci(),
+        "bwrap is not installed: real-runner tests must run in CI"
+    );
+    ok
+}
+
+fn backends() -> Vec<&'static str> {
+    let mut b = vec!["landlock", "auto"];
+    if have_bwrap() {
+        b.insert(0, "bwrap");
+    } else {
+        eprintln!("skipping bwrap: not installed");
+    }
+    b
+}
+
+/// A scratch area outside /tmp and $TMPDIR holding `ws/` and `outside/`.
+struct Scratch {
+    dir: tempfile::TempDir,
+    ws: PathBuf,
+    outside: PathBuf,
+}
+
+fn scratch_named(name: &OsStr) -> Scratch {
+    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    let base = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from("/var/tmp"),
+    ]
+    .into_iter()
+    .find(|b| {
+        let b = fs::canonicalize(b).unwrap_or(b.clone());
+        !b.starts_with("/tmp") && !tmpdir.as_ref().is_some_and(|t| b.starts_with(t)) && b.is_dir()
+    })
+    .expect("a scratch base outside the temp roots");
+    let dir = tempfile::Builder::new()
+        .prefix("exec-")
+        .tempdir_in(base)
+        .unwrap();
+    let ws = dir.path().join(name);
+    let outside = dir.path().join("outside");
+    fs::create_dir(&ws).unwrap();
+    fs::create_dir(&outside).unwrap();
+    Scratch { dir, ws, outside }
+}
+
+fn scratch() -> Scratch {
+    scratch_named(OsStr::new("ws"))
+}
+
+fn stockade(s: &Scratch) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stockade"));
+    // Each test keeps its own auto verdict.
+    c.env("XDG_RUNTIME_DIR", s.dir.path()).current_dir(&s.ws);
+    c
+}
+
+fn exec(s: &Scratch, backend: &str, mode: &str, script: &str, args: &[&OsStr]) -> Output {
+    let mut c = stockade(s);
+    c.args([
+        "exec",
+        "--backend",
+        backend,
+        "--mode",
+        mode,
+        "--",
+        "/bin/sh",
+        "-c",
+        script,
+        "sh",
+    ]);
+    c.args(args);
+    c.output().unwrap()
+}
+
+fn write(s: &Scratch, backend: &str, mode: &str, target: &Path) -> Output {
+    exec(
+        s,
+        backend,
+        mode,
+        "echo data > \"$1\"",
+        &[target.as_os_str()],
+    )
+}
+
+fn tmp_target(name: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/stockade-exec-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn read_only_refuses_every_write_but_dev_null() {
+    for b in backends() {
+        let s = scratch();
+        let t = tmp_target(&format!("ro-{b}"));
+        for target in [s.ws.join("f"), t.clone(), s.outside.join("f")] {
+            let out = write(&s, b, "read-only", &target);
+            assert!(
+                !out.status.success(),
+                "{b}: {} written: {out:?}",
+                target.display()
+            );
+            assert!(!target.exists(), "{b}: {} exists", target.display());
+        }
+        let out = write(&s, b, "read-only", Path::new("/dev/null"));
+        assert!(out.status.success(), "{b}: {out:?}");
+    }
+}
+
+#[test]
+fn workspace_write_confines_to_workspace_and_tmp() {
+    for b in backends() {
+        let s = scratch();
+        let t = tmp_target(&format!("ww-{b}"));
+        for target in [s.ws.join("f"), t.clone()] {
+            let out = write(&s, b, "workspace-write", &target);
+            assert!(out.status.success(), "{b}: {out:?}");
+            assert_eq!(fs::read(&target).unwrap(), b"data\n");
+        }
+        fs::remove_file(&t).unwrap();
+        let out = write(&s, b, "workspace-write", &s.outside.join("f"));
+        assert!(!out.status.success(), "{b}: {out:?}");
+        assert!(!s.outside.join("f").exists());
+    }
+}
+
+#[test]
+fn the_default_mode_is_workspace_write_in_the_current_directory() {
+    let s = scratch();
+    let out = stockade(&s)
+        .args([
+            "exec",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo hi > here; echo no > ../outside/f",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(fs::read(s.ws.join("here")).unwrap(), b"hi\n");
+    assert!(!s.outside.join("f").exists());
+}
+
+#[test]
+fn symlink_and_rename_escapes_are_refused() {
+    for b in backends() {
+        let s = scratch();
+        fs::write(s.outside.join("victim"), b"original").unwrap();
+        symlink(&s.outside, s.ws.join("dirlink")).unwrap();
+        symlink(s.outside.join("victim"), s.ws.join("filelink")).unwrap();
+        assert!(
+            !write(&s, b, "workspace-write", &s.ws.join("dirlink/new"))
+                .status
+                .success()
+        );
+        assert!(
+            !write(&s, b, "workspace-write", &s.ws.join("filelink"))
+                .status
+                .success()
+        );
+        assert!(!s.outside.join("new").exists());
+        assert_eq!(fs::read(s.outside.join("victim")).unwrap(), b"original");
+        let out = exec(
+            &s,
+            b,
+            "workspace-write",
+            "exec perl -e 'rename($ARGV[0], $ARGV[1]) or die \"rename: $!\\n\"' \"$1\" \"$2\"",
+            &[
+                s.outside.join("victim").as_os_str(),
+                s.ws.join("stolen").as_os_str(),
+            ],
+        );
+        assert!(!out.status.success(), "{b}: {out:?}");
+        assert!(s.outside.join("victim").exists());
+        assert!(!s.ws.join("stolen").exists());
+    }
+}
+
+#[test]
+fn a_workspace_with_spaces_and_non_utf8_bytes_works() {
+    for b in backends() {
+        let s = scratch_named(OsStr::from_bytes(b"a b\xff\xfe"));
+        let mut c = stockade(&s);
+        c.args(["exec", "--backend", b, "--workspace"]).arg(&s.ws);
+        c.args(["--", "/bin/sh", "-c", "printf %s \"$1\" > \"$2\"", "sh"]);
+        c.arg(OsStr::from_bytes(b"arg\xfd"))
+            .arg(s.ws.join(OsStr::from_bytes(b"out\xfc")));
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{b}: {out:?}");
+        assert_eq!(
+            fs::read(s.ws.join(OsStr::from_bytes(b"out\xfc"))).unwrap(),
+            b"arg\xfd"
+        );
+    }
+}
+
+#[test]
+fn exit_status_and_signals_pass_through() {
+    for b in backends() {
+        let s = scratch();
+        assert_eq!(
+            exec(&s, b, "read-only", "exit 7", &[]).status.code(),
+            Some(7)
+        );
+        assert_eq!(
+            exec(&s, b, "read-only", "exit 125", &[]).status.code(),
+            Some(125)
+        );
+        assert_eq!(
+            exec(&s, b, "read-only", "kill -TERM $$", &[]).status.code(),
+            Some(128 + 15)
+        );
+    }
+}
+
+#[test]
+fn stdin_and_stdout_are_inherited() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let s = scratch();
+    let mut child = stockade(&s)
+        .args(["exec", "--mode", "read-only", "--", "tr", "a-z", "A-Z"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"confined\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, b"CONFINED\n");
+}
+
+#[test]
+fn danger_full_access_runs_unconfined_and_says_nothing() {
+    let s = scratch();
+    let out = write(&s, "auto", "danger-full-access", &s.outside.join("f"));
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    assert!(s.outside.join("f").exists());
+}
+
+#[test]
+fn bad_input_exits_2_and_runs_nothing() {
+    let s = scratch();
+    let marker = s.ws.join("marker");
+    let touch = ["--", "/bin/sh", "-c", "touch marker"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--mode", "full"],
+            "expected one of read-only, workspace-write, danger-full-access",
+        ),
+        (
+            vec!["--backend", "firejail"],
+            "expected one of auto, bwrap, landlock",
+        ),
+        (
+            vec!["--workspace", "/nonexistent/stockade-ws"],
+            "workspace /nonexistent/stockade-ws",
+        ),
+    ];
+    for (flags, message) in cases {
+        let out = stockade(&s)
+            .arg("exec")
+            .args(&flags)
+            .args(touch)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(message),
+            "{flags:?}: {out:?}"
+        );
+        assert!(!marker.exists(), "{flags:?} ran the command");
+    }
+    let out = stockade(&s).args(["exec", "--"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let file = s.ws.join("file");
+    fs::write(&file, "").unwrap();
+    let out = stockade(&s)
+        .arg("exec")
+        .arg("--workspace")
+        .arg(&file)
+        .args(touch)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn an_unavailable_sandbox_exits_125_and_runs_nothing() {
+    let s = scratch();
+    let marker = s.ws.join("marker");
+    // No bwrap on PATH: the explicit backend has nothing to fall back to.
+    let empty = s.dir.path().join("empty-path");
+    fs::create_dir(&empty).unwrap();
+    let out = stockade(&s)
+        .env("PATH", &empty)
+        .args([
+            "exec",
+            "--backend",
+            "bwrap",
+            "--",
+            "/bin/sh",
+            "-c",
+            "touch marker",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "stockade: sandbox unavailable: bwrap: bwrap not found on PATH\n"
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn auto_falls_back_to_landlock_when_bwrap_is_unusable() {
+    let s = scratch();
+    // A `bwrap` on PATH that exists but cannot confine anything.
+    let bin = s.dir.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    fs::write(
+        &fake,
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path =
+        std::env::join_paths([bin.as_path(), Path::new("/usr/bin"), Path::new("/bin")]).unwrap();
+    let out = stockade(&s)
+        .env("PATH", &path)
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["auto_selects"], "landlock", "{report}");
+    assert_eq!(report["backends"][0]["usable"], false);
+    assert!(
+        report["backends"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("No permissions"),
+        "{report}"
+    );
+    let out = stockade(&s)
+        .env("PATH", &path)
+        .args([
+            "exec",
+            "--",
+            "/bin/sh",
+            "-c",
+            "echo ok > in; echo no > ../outside/f",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "landlock's dialect: {out:?}"
+    );
+    assert!(s.ws.join("in").exists());
+    assert!(!s.outside.join("f").exists());
+}
+
+#[test]
+fn probe_reports_both_backends() {
+    have_bwrap();
+    let s = scratch();
+    let out = stockade(&s).arg("probe").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("platform: linux"), "{text}");
+    assert!(
+        text.contains("landlock   usable enforcement=full landlock-abi="),
+        "{text}"
+    );
+    let out = stockade(&s).args(["probe", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = report["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bwrap", "landlock"]);
+    assert_eq!(report["auto_selects"], "bwrap");
+    assert_eq!(
+        report["backends"][1]["runner"],
+        Path::new(env!("CARGO_BIN_EXE_landlock-run"))
+            .display()
+            .to_string()
+    );
+}
