@@ -2,6 +2,8 @@
 //! binaries, the launcher byte-identical to the one built, and the installed
 //! `stockade` confines with the launcher beside it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

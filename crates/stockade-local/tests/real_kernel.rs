@@ -2,6 +2,8 @@
 //!
 //! When `CI=true` a missing runner is a failure, never a skip.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
