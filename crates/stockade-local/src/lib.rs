@@ -13,6 +13,7 @@ mod host;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod profile;
+mod rung;
 mod settings;
 
 use std::ffi::OsString;
@@ -25,6 +26,7 @@ use stockade_core::{
 };
 
 pub use host::{Host, default_host};
+pub use rung::PlatformRung;
 pub use settings::{BackendPreference, LocalSettings, RunnerCommand, SettingsError};
 
 /// A backend of the Linux chain.
@@ -134,6 +136,7 @@ pub struct LocalProvider {
     settings: LocalSettings,
     platform: Platform,
     host: Arc<dyn Host>,
+    rung: Option<Arc<dyn PlatformRung>>,
     selection: OnceLock<Result<Selected, SandboxUnavailable>>,
 }
 
@@ -162,8 +165,22 @@ impl LocalProvider {
             settings,
             platform,
             host,
+            rung: None,
             selection: OnceLock::new(),
         })
+    }
+
+    /// Mount a rung built outside this crate (e.g. the Windows restricted
+    /// token runner). It serves only the platform it names.
+    pub fn with_rung(mut self, rung: Arc<dyn PlatformRung>) -> Self {
+        self.rung = Some(rung);
+        self
+    }
+
+    fn platform_rung(&self) -> Option<&dyn PlatformRung> {
+        self.rung
+            .as_deref()
+            .filter(|r| r.platform() == self.platform)
     }
 
     pub fn settings(&self) -> &LocalSettings {
@@ -299,6 +316,14 @@ impl LocalProvider {
             Platform::Windows => "windows".to_owned(),
             Platform::Other(os) => os.to_owned(),
         };
+        if let Some(rung) = self.platform_rung() {
+            let line = rung.report();
+            return ProbeReport {
+                platform,
+                auto_selects: line.usable.then_some(rung.backend()),
+                backends: vec![line],
+            };
+        }
         if let Some(closed) = self.platform.closed_chain() {
             let backends = closed
                 .attempts
@@ -376,6 +401,11 @@ impl SandboxProvider for LocalProvider {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
+        if self.settings.runner_command.is_none() {
+            if let Some(rung) = self.platform_rung() {
+                return rung.confine(argv, policy);
+            }
+        }
         // A workspace reached through a symlink is bound/granted by its real
         // location, which is what the kernel checks.
         let policy = SandboxPolicy::new(policy.mode, canonical(policy.workspace_root()));

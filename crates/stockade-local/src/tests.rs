@@ -357,3 +357,62 @@ fn report_lists_every_backend_and_the_auto_choice() {
     assert_eq!(r.backends[1].enforcement, Some(Enforcement::Partial));
     assert_eq!(r.backends[1].landlock_abi, Some(2));
 }
+
+struct FakeRung;
+
+impl PlatformRung for FakeRung {
+    fn platform(&self) -> Platform {
+        Platform::Windows
+    }
+    fn backend(&self) -> &'static str {
+        "restricted-token"
+    }
+    fn confine(
+        &self,
+        argv: &[OsString],
+        _: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        let mut out: Vec<OsString> = vec!["winrun".into()];
+        out.extend(argv.iter().cloned());
+        Ok(Confined {
+            argv: out,
+            backend: "restricted-token",
+            enforcement: Enforcement::Partial,
+            denial_signatures: vec![],
+            runner_failure_rules: vec![],
+        })
+    }
+    fn report(&self) -> BackendReport {
+        BackendReport {
+            backend: "restricted-token".into(),
+            runner: None,
+            usable: true,
+            detail: "fake".into(),
+            enforcement: Some(Enforcement::Partial),
+            landlock_abi: None,
+        }
+    }
+}
+
+#[test]
+fn a_mounted_rung_serves_only_its_platform() {
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Windows,
+    );
+    let p = p.with_rung(Arc::new(FakeRung));
+    let c = p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(c.argv[0], "winrun");
+    assert_eq!(c.enforcement, Enforcement::Partial);
+    assert_eq!(p.report().auto_selects, Some("restricted-token"));
+
+    // The same rung mounted on Linux changes nothing there.
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let p = p.with_rung(Arc::new(FakeRung));
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "bwrap");
+}
