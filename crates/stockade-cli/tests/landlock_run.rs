@@ -543,3 +543,32 @@ fn child_exit_status_passes_through() {
         );
     }
 }
+
+#[test]
+fn descriptors_inherited_without_cloexec_do_not_reach_the_child() {
+    let s = scratch();
+    let outside = s.out.join("through-fd");
+    std::fs::write(&outside, b"").unwrap();
+    // The shell opens fd 7 on a file outside every grant, without O_CLOEXEC,
+    // then execs the launcher: a write through that fd would never be checked
+    // by Landlock.
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args([
+        "-c",
+        r#"exec 7>>"$OUT"; exec "$LLR" --ro / --rw /dev/null -- /bin/sh -c 'echo escaped >&7'"#,
+    ])
+    .env("OUT", &outside)
+    .env("LLR", BIN);
+    let out = output(&mut cmd);
+    assert!(!out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("Bad file descriptor"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&outside).unwrap(),
+        b"",
+        "a write escaped through an inherited fd"
+    );
+}
