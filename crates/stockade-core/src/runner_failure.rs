@@ -37,20 +37,33 @@ pub struct RunnerFailureRule {
 }
 
 impl RunnerFailureRule {
+    /// Whether the exit-code gate admits a process that exited with
+    /// `exit_code` (`None` when killed by a signal).
+    pub fn admits_exit(&self, exit_code: Option<i32>) -> bool {
+        match (&self.exit_codes, exit_code) {
+            (None, _) => true,
+            (Some(codes), Some(code)) => codes.contains(&code),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Whether one stderr line (without its line ending) is fatal evidence:
+    /// informational lines are excluded first, exactly.
+    pub fn is_fatal_line(&self, line: &str) -> bool {
+        !self.informational_lines.iter().any(|i| i == line)
+            && self.fatal_lines.iter().any(|f| f.matches(line))
+    }
+
     /// The fatal line this rule finds in `stderr` for a process that exited
     /// with `exit_code` (`None` when killed by a signal), if any.
     pub fn fatal_line(&self, exit_code: Option<i32>, stderr: &[u8]) -> Option<String> {
-        if let Some(codes) = &self.exit_codes {
-            match exit_code {
-                Some(code) if codes.contains(&code) => {}
-                _ => return None,
-            }
+        if !self.admits_exit(exit_code) {
+            return None;
         }
         stderr
             .split(|b| *b == b'\n')
             .map(|raw| String::from_utf8_lossy(raw.strip_suffix(b"\r").unwrap_or(raw)))
-            .filter(|line| !self.informational_lines.iter().any(|i| i == line))
-            .find(|line| self.fatal_lines.iter().any(|f| f.matches(line)))
+            .find(|line| self.is_fatal_line(line))
             .map(|line| line.into_owned())
     }
 

@@ -1,0 +1,244 @@
+use std::ffi::OsString;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use stockade_core::{ExecutionPolicy, SandboxMode, SandboxProvider, SandboxUnavailable};
+
+use crate::error::ShellError;
+use crate::job::JobHandle;
+use crate::output::OutputLimits;
+use crate::process::{self, Launch, Wrap};
+use crate::spec::{ShellRequest, ShellResult, ShellSpec};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The seam every shell consumer (the bash tool, the CLI) stands on.
+pub trait ShellExecutor: Send + Sync {
+    /// Whether this executor can honour a sandbox policy. The tools layer
+    /// advertises escalation fields only when it does.
+    fn confines(&self) -> bool;
+    /// Fill in everything the request left to the executor (the policy).
+    fn resolve(&self, request: ShellRequest) -> ShellSpec;
+    /// Run in the foreground and return the result.
+    fn run(&self, spec: ShellSpec) -> BoxFuture<'_, Result<ShellResult, ShellError>>;
+    /// Start a background job. Needs a tokio runtime.
+    fn start(&self, spec: ShellSpec) -> Result<JobHandle, ShellError>;
+}
+
+/// The shell a command string is handed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interpreter {
+    prefix: Vec<OsString>,
+    /// This shell's own wording of a denied file effect, added to the
+    /// backend's signatures.
+    denial_signatures: Vec<String>,
+}
+
+impl Interpreter {
+    /// `bash -c COMMAND`
+    pub fn bash() -> Self {
+        Self {
+            prefix: vec!["bash".into(), "-c".into()],
+            denial_signatures: vec![],
+        }
+    }
+
+    /// `pwsh -NoProfile -Command COMMAND`, the Windows twin, with .NET's and
+    /// Win32's wording of an access denial.
+    pub fn pwsh() -> Self {
+        Self {
+            prefix: vec!["pwsh".into(), "-NoProfile".into(), "-Command".into()],
+            denial_signatures: vec!["Access to the path".into(), "Access is denied".into()],
+        }
+    }
+
+    pub fn argv(&self, command: &str) -> Vec<OsString> {
+        let mut argv = self.prefix.clone();
+        argv.push(command.into());
+        argv
+    }
+}
+
+fn launch(
+    spec: &ShellSpec,
+    argv: Vec<OsString>,
+    wrap: Option<Wrap>,
+    limits: OutputLimits,
+) -> Launch {
+    let r = &spec.request;
+    Launch {
+        argv,
+        workdir: r.workdir.clone(),
+        env: r.env.clone(),
+        timeout: r.timeout,
+        stdin: r.stdin,
+        passthrough: r.passthrough,
+        own_group: r.own_process_group,
+        limits,
+        wrap,
+    }
+}
+
+async fn run_launch(launch: Launch) -> Result<ShellResult, ShellError> {
+    let settled = process::spawn(launch)?.settle(std::future::pending()).await;
+    match settled.runner_failure {
+        Some((backend, line)) => Err(SandboxUnavailable::single(backend, line).into()),
+        None => Ok(settled.result),
+    }
+}
+
+/// Plain `bash -c COMMAND`: honestly unconfined.
+#[derive(Debug, Clone)]
+pub struct UnconfinedExecutor {
+    interpreter: Interpreter,
+    limits: OutputLimits,
+}
+
+impl Default for UnconfinedExecutor {
+    fn default() -> Self {
+        Self::new(Interpreter::bash())
+    }
+}
+
+impl UnconfinedExecutor {
+    pub fn new(interpreter: Interpreter) -> Self {
+        Self {
+            interpreter,
+            limits: OutputLimits::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: OutputLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    fn launch(&self, spec: &ShellSpec) -> Launch {
+        launch(
+            spec,
+            self.interpreter.argv(&spec.request.command),
+            None,
+            self.limits,
+        )
+    }
+}
+
+impl ShellExecutor for UnconfinedExecutor {
+    fn confines(&self) -> bool {
+        false
+    }
+
+    fn resolve(&self, request: ShellRequest) -> ShellSpec {
+        ShellSpec {
+            request,
+            policy: None,
+        }
+    }
+
+    fn run(&self, spec: ShellSpec) -> BoxFuture<'_, Result<ShellResult, ShellError>> {
+        let launch = self.launch(&spec);
+        Box::pin(run_launch(launch))
+    }
+
+    fn start(&self, spec: ShellSpec) -> Result<JobHandle, ShellError> {
+        JobHandle::start(self.launch(&spec))
+    }
+}
+
+/// Hands the provider exactly `[interpreter..., COMMAND]` and spawns exactly
+/// the argv it returns, so `BASH_ENV` and every shell semantic happen inside
+/// the confinement.
+#[derive(Clone)]
+pub struct SandboxedExecutor {
+    provider: Arc<dyn SandboxProvider>,
+    default_policy: ExecutionPolicy,
+    interpreter: Interpreter,
+    limits: OutputLimits,
+}
+
+impl std::fmt::Debug for SandboxedExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxedExecutor")
+            .field("default_policy", &self.default_policy)
+            .field("interpreter", &self.interpreter)
+            .finish()
+    }
+}
+
+impl SandboxedExecutor {
+    /// `default_policy` serves direct callers that bring no policy of their
+    /// own (the tools layer always brings one).
+    pub fn new(provider: Arc<dyn SandboxProvider>, default_policy: ExecutionPolicy) -> Self {
+        Self {
+            provider,
+            default_policy,
+            interpreter: Interpreter::bash(),
+            limits: OutputLimits::default(),
+        }
+    }
+
+    pub fn with_interpreter(mut self, interpreter: Interpreter) -> Self {
+        self.interpreter = interpreter;
+        self
+    }
+
+    pub fn with_limits(mut self, limits: OutputLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    fn launch(&self, spec: &ShellSpec) -> Result<Launch, ShellError> {
+        let policy = spec.policy.as_ref().unwrap_or(&self.default_policy);
+        let argv = self.interpreter.argv(&spec.request.command);
+        let Some(sandbox) = policy.sandbox_policy() else {
+            // danger-full-access: the grant (or the configuration) is the
+            // authority; the provider is never asked.
+            let wrap = Wrap {
+                mode: SandboxMode::DangerFullAccess,
+                backend: None,
+                enforcement: None,
+                denial_signatures: vec![],
+                rules: vec![],
+            };
+            return Ok(launch(spec, argv, Some(wrap), self.limits));
+        };
+        let confined = self.provider.confine(&argv, &sandbox)?;
+        let mut denial_signatures = confined.denial_signatures;
+        denial_signatures.extend(self.interpreter.denial_signatures.iter().cloned());
+        let wrap = Wrap {
+            mode: policy.mode,
+            backend: Some(confined.backend),
+            enforcement: Some(confined.enforcement),
+            denial_signatures,
+            rules: confined.runner_failure_rules,
+        };
+        Ok(launch(spec, confined.argv, Some(wrap), self.limits))
+    }
+}
+
+impl ShellExecutor for SandboxedExecutor {
+    fn confines(&self) -> bool {
+        true
+    }
+
+    fn resolve(&self, request: ShellRequest) -> ShellSpec {
+        let policy = request
+            .policy
+            .clone()
+            .unwrap_or_else(|| self.default_policy.clone());
+        ShellSpec {
+            request,
+            policy: Some(policy),
+        }
+    }
+
+    fn run(&self, spec: ShellSpec) -> BoxFuture<'_, Result<ShellResult, ShellError>> {
+        let launch = self.launch(&spec);
+        Box::pin(async move { run_launch(launch?).await })
+    }
+
+    fn start(&self, spec: ShellSpec) -> Result<JobHandle, ShellError> {
+        JobHandle::start(self.launch(&spec)?)
+    }
+}

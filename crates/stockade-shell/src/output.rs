@@ -1,0 +1,289 @@
+//! Bounded capture and streaming classification of a process's output.
+//!
+//! A command may print gigabytes; we keep a head and a tail and count the
+//! rest. Classification cannot look only at what was kept (a denial in the
+//! dropped middle still happened), so stderr is scanned line by line as it
+//! streams.
+
+use std::collections::VecDeque;
+
+use stockade_core::RunnerFailureRule;
+
+/// How much output is kept per stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub head_bytes: usize,
+    pub tail_bytes: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        Self {
+            head_bytes: 64 * 1024,
+            tail_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What was kept of one stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CapturedOutput {
+    /// Head, then (when something was dropped) a truncation notice, then tail.
+    #[serde(serialize_with = "lossy")]
+    pub bytes: Vec<u8>,
+    /// Every byte the stream produced.
+    pub total_bytes: u64,
+    /// Bytes dropped from the middle.
+    pub truncated_bytes: u64,
+}
+
+fn lossy<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(b))
+}
+
+impl CapturedOutput {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+pub(crate) struct Bounded {
+    limits: OutputLimits,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Bounded {
+    pub(crate) fn new(limits: OutputLimits) -> Self {
+        Self {
+            limits,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, mut chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let room = self.limits.head_bytes.saturating_sub(self.head.len());
+        let take = room.min(chunk.len());
+        self.head.extend_from_slice(&chunk[..take]);
+        chunk = &chunk[take..];
+        if self.limits.tail_bytes == 0 {
+            return;
+        }
+        if chunk.len() >= self.limits.tail_bytes {
+            chunk = &chunk[chunk.len() - self.limits.tail_bytes..];
+            self.tail.clear();
+        }
+        let overflow = (self.tail.len() + chunk.len()).saturating_sub(self.limits.tail_bytes);
+        self.tail.drain(..overflow);
+        self.tail.extend(chunk);
+    }
+
+    pub(crate) fn snapshot(&self) -> CapturedOutput {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let truncated = self.total - kept;
+        let mut bytes = self.head.clone();
+        if truncated > 0 {
+            bytes.extend_from_slice(
+                format!("\n[stockade: {truncated} bytes of output truncated]\n").as_bytes(),
+            );
+        }
+        bytes.extend(self.tail.iter());
+        CapturedOutput {
+            bytes,
+            total_bytes: self.total,
+            truncated_bytes: truncated,
+        }
+    }
+}
+
+/// Longest line kept whole for classification; a longer one is classified in
+/// pieces so an endless line cannot grow memory.
+const MAX_LINE: usize = 64 * 1024;
+
+/// The one classifier, fed stderr as it streams, for foreground and
+/// background alike.
+pub(crate) struct Scanner {
+    carry: Vec<u8>,
+    denial_signatures: Vec<String>,
+    rules: Vec<RunnerFailureRule>,
+    denied: bool,
+    /// The first fatal candidate per rule; its exit-code gate is applied at
+    /// the end, when the status is known.
+    fatal: Vec<Option<String>>,
+}
+
+/// What stderr said about the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The runner itself failed; this is its fatal line.
+    RunnerFailed(String),
+    /// The command ran; `denied` when the kernel refused a file effect.
+    Ran { denied: bool },
+}
+
+impl Scanner {
+    pub(crate) fn new(denial_signatures: Vec<String>, rules: Vec<RunnerFailureRule>) -> Self {
+        let fatal = vec![None; rules.len()];
+        Self {
+            carry: Vec::new(),
+            denial_signatures,
+            rules,
+            denied: false,
+            fatal,
+        }
+    }
+
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        if self.denial_signatures.is_empty() && self.rules.is_empty() {
+            return;
+        }
+        self.carry.extend_from_slice(chunk);
+        let mut start = 0;
+        while let Some(pos) = self.carry[start..].iter().position(|b| *b == b'\n') {
+            let end = start + pos;
+            let line = self.carry[start..end].to_vec();
+            self.line(&line);
+            start = end + 1;
+        }
+        self.carry.drain(..start);
+        if self.carry.len() > MAX_LINE {
+            let piece = std::mem::take(&mut self.carry);
+            self.line(&piece);
+        }
+    }
+
+    fn line(&mut self, raw: &[u8]) {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let line = String::from_utf8_lossy(raw);
+        if !self.denied
+            && self
+                .denial_signatures
+                .iter()
+                .any(|s| line.contains(s.as_str()))
+        {
+            self.denied = true;
+        }
+        for (rule, found) in self.rules.iter().zip(self.fatal.iter_mut()) {
+            if found.is_none() && rule.is_fatal_line(&line) {
+                *found = Some(line.clone().into_owned());
+            }
+        }
+    }
+
+    /// A runner failure outranks a denial.
+    pub(crate) fn verdict(&mut self, exit_code: Option<i32>) -> Verdict {
+        if !self.carry.is_empty() {
+            let rest = std::mem::take(&mut self.carry);
+            self.line(&rest);
+        }
+        let failed = self
+            .rules
+            .iter()
+            .zip(&self.fatal)
+            .find_map(|(rule, line)| line.as_ref().filter(|_| rule.admits_exit(exit_code)));
+        match failed {
+            Some(line) => Verdict::RunnerFailed(line.clone()),
+            None => Verdict::Ran {
+                denied: self.denied,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_core::FatalLine;
+
+    fn limits(h: usize, t: usize) -> OutputLimits {
+        OutputLimits {
+            head_bytes: h,
+            tail_bytes: t,
+        }
+    }
+
+    #[test]
+    fn keeps_head_and_tail_and_counts_the_rest() {
+        let mut b = Bounded::new(limits(4, 3));
+        for chunk in [&b"ab"[..], b"cdef", b"ghij", b"k"] {
+            b.push(chunk);
+        }
+        let s = b.snapshot();
+        assert_eq!(s.total_bytes, 11);
+        assert_eq!(s.truncated_bytes, 4);
+        assert_eq!(
+            s.text(),
+            "abcd\n[stockade: 4 bytes of output truncated]\nijk"
+        );
+        let mut small = Bounded::new(limits(4, 3));
+        small.push(b"abcdefg");
+        assert_eq!(small.snapshot().bytes, b"abcdefg");
+        assert_eq!(small.snapshot().truncated_bytes, 0);
+        let mut big = Bounded::new(limits(2, 2));
+        big.push(&vec![b'x'; 1_000_000]);
+        assert_eq!(big.snapshot().truncated_bytes, 999_996);
+    }
+
+    fn landlock() -> RunnerFailureRule {
+        RunnerFailureRule {
+            exit_codes: Some(vec![125]),
+            fatal_lines: vec![FatalLine::Prefix("landlock-run: ".into())],
+            informational_lines: vec![
+                "landlock-run: partial enforcement (older Landlock ABI)".into(),
+            ],
+        }
+    }
+
+    #[test]
+    fn lines_split_across_chunks_are_classified_whole() {
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
+        s.feed(b"touch: x: Permission de");
+        s.feed(b"nied\nlandlock-ru");
+        s.feed(b"n: cannot execute \"y\"\r\n");
+        assert_eq!(
+            s.verdict(Some(125)),
+            Verdict::RunnerFailed("landlock-run: cannot execute \"y\"".into())
+        );
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
+        s.feed(b"touch: x: Permission de");
+        s.feed(b"nied");
+        assert_eq!(s.verdict(Some(1)), Verdict::Ran { denied: true });
+    }
+
+    #[test]
+    fn notice_with_ordinary_exits_is_an_ordinary_result() {
+        for code in [1, 2, 125] {
+            let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
+            s.feed(b"landlock-run: partial enforcement (older Landlock ABI)\n");
+            assert_eq!(s.verdict(Some(code)), Verdict::Ran { denied: false });
+        }
+    }
+
+    #[test]
+    fn runner_failure_outranks_denial_and_needs_its_gate() {
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
+        s.feed(b"sh: 1: cannot create /x: Permission denied\nlandlock-run: oops\n");
+        assert_eq!(
+            s.verdict(Some(125)),
+            Verdict::RunnerFailed("landlock-run: oops".into())
+        );
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
+        s.feed(b"sh: 1: cannot create /x: Permission denied\nlandlock-run: oops\n");
+        assert_eq!(s.verdict(Some(3)), Verdict::Ran { denied: true });
+    }
+
+    #[test]
+    fn an_endless_line_does_not_grow_memory() {
+        let mut s = Scanner::new(vec!["Read-only file system".into()], vec![]);
+        for _ in 0..100 {
+            s.feed(&[b'y'; 10_000]);
+            assert!(s.carry.len() <= MAX_LINE + 10_000);
+        }
+        s.feed(b"Read-only file system\n");
+        assert_eq!(s.verdict(Some(1)), Verdict::Ran { denied: true });
+    }
+}

@@ -1,0 +1,144 @@
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use stockade_core::{Enforcement, ExecutionPolicy, SandboxMode};
+
+use crate::output::CapturedOutput;
+
+/// Where the child's stdin comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stdin {
+    #[default]
+    Null,
+    /// The caller's own stdin (a CLI running an interactive command).
+    Inherit,
+}
+
+/// What a caller asks to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellRequest {
+    pub command: String,
+    pub workdir: PathBuf,
+    /// Added to (or overriding) the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub timeout: Option<Duration>,
+    /// A complete per-call policy; `None` takes the executor's default.
+    pub policy: Option<ExecutionPolicy>,
+    pub stdin: Stdin,
+    /// Copy output to this process's stdout/stderr as it arrives.
+    pub passthrough: bool,
+    /// Run in a process group of its own so a timeout or cancellation kills
+    /// every descendant. A CLI running a command in the foreground of a
+    /// terminal turns this off so the command can read the terminal.
+    pub own_process_group: bool,
+}
+
+impl ShellRequest {
+    pub fn new(command: impl Into<String>, workdir: impl Into<PathBuf>) -> Self {
+        Self {
+            command: command.into(),
+            workdir: workdir.into(),
+            env: Vec::new(),
+            timeout: None,
+            policy: None,
+            stdin: Stdin::Null,
+            passthrough: false,
+            own_process_group: true,
+        }
+    }
+
+    pub fn with_policy(mut self, policy: ExecutionPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// A request resolved by its executor. The policy is explicit here, so
+/// running a spec never reads mutable state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellSpec {
+    pub request: ShellRequest,
+    /// `None` only under an executor that does not confine.
+    pub policy: Option<ExecutionPolicy>,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ExitFacts {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl ExitFacts {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// What the sandbox did to this one process.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SandboxFacts {
+    pub mode: SandboxMode,
+    /// `None` for danger-full-access, which no backend touches.
+    pub backend: Option<&'static str>,
+    pub enforcement: Option<Enforcement>,
+    /// The command ran and the kernel refused at least one file effect.
+    pub denied: bool,
+    /// The runner itself failed (background jobs; foreground runs return an
+    /// error instead).
+    pub runner_failed: bool,
+    /// The runner's fatal line when `runner_failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runner_failure: Option<String>,
+}
+
+/// The facts of one finished command.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ShellResult {
+    pub exit: ExitFacts,
+    pub stdout: CapturedOutput,
+    pub stderr: CapturedOutput,
+    #[serde(serialize_with = "millis")]
+    pub duration: Duration,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    /// `None` under an executor that does not confine.
+    pub sandbox: Option<SandboxFacts>,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+impl ShellResult {
+    /// A job whose supervisor vanished (runtime shutdown): never a success.
+    pub(crate) fn lost() -> Self {
+        Self {
+            exit: ExitFacts {
+                code: None,
+                signal: None,
+            },
+            stdout: CapturedOutput::default(),
+            stderr: CapturedOutput::default(),
+            duration: Duration::ZERO,
+            timed_out: false,
+            cancelled: true,
+            sandbox: None,
+        }
+    }
+
+    pub fn denied(&self) -> bool {
+        self.sandbox.as_ref().is_some_and(|s| s.denied)
+    }
+}
