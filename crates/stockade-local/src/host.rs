@@ -20,6 +20,25 @@ pub trait Host: Send + Sync {
     /// Bytes that change whenever a cached `auto` verdict could be wrong, or
     /// `None` when no trustworthy key can be built (then nothing is cached).
     fn verdict_key(&self, runners: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>>;
+
+    // The Seatbelt rung's facts. Their defaults read the real host, so a
+    // host that never serves Seatbelt (Linux) need not restate them; the
+    // injected test hosts override them.
+
+    /// `$TMPDIR` exactly as set (non-empty), before any resolution.
+    fn tmpdir_as_set(&self) -> Option<PathBuf> {
+        std::env::var_os("TMPDIR")
+            .filter(|t| !t.is_empty())
+            .map(PathBuf::from)
+    }
+    /// `path` with every symlink resolved, `None` when it cannot be.
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::canonicalize(path).ok()
+    }
+    /// Whether `path` is a regular file (following symlinks).
+    fn is_file(&self, path: &Path) -> bool {
+        path.is_file()
+    }
 }
 
 /// The host of the platform this was built for.
@@ -28,17 +47,21 @@ pub fn default_host() -> Arc<dyn Host> {
     {
         Arc::new(crate::linux::LinuxHost)
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "macos")]
+    {
+        Arc::new(crate::seatbelt::MacHost)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         Arc::new(NoLinuxHost)
     }
 }
 
 /// Off Linux the Linux chain is never consulted; every fact is "absent".
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 struct NoLinuxHost;
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 impl Host for NoLinuxHost {
     fn locate(&self, backend: Backend, _: &LocalSettings) -> Result<PathBuf, String> {
         Err(format!("{backend} exists only on Linux"))

@@ -3,7 +3,7 @@
 //! | platform | chain | selection |
 //! |---|---|---|
 //! | Linux | bwrap, then the Landlock launcher | functional probes in order, verdict cached |
-//! | macOS | Seatbelt | declared; fails closed until its rung lands |
+//! | macOS | Seatbelt (the pinned `/usr/bin/sandbox-exec`) | sole candidate, selected without a probe |
 //! | Windows | restricted-token runner | declared; fails closed until its rung lands |
 //! | other | none | fails closed |
 #![forbid(unsafe_code)]
@@ -14,6 +14,7 @@ mod host;
 mod linux;
 pub mod profile;
 mod rung;
+pub mod seatbelt;
 mod settings;
 
 use std::ffi::OsString;
@@ -53,6 +54,29 @@ impl fmt::Display for Backend {
     }
 }
 
+/// A backend a provider can settle on: one of the Linux chain, or Seatbelt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SelectedBackend {
+    Linux(Backend),
+    /// macOS: `/usr/bin/sandbox-exec`, the chain's sole candidate.
+    Seatbelt,
+}
+
+impl SelectedBackend {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SelectedBackend::Linux(b) => b.as_str(),
+            SelectedBackend::Seatbelt => seatbelt::BACKEND,
+        }
+    }
+}
+
+impl fmt::Display for SelectedBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The platform whose chain applies. Injectable so every chain is testable here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
@@ -72,14 +96,11 @@ impl Platform {
         }
     }
 
-    /// Why this platform has no usable chain yet, or `None` for Linux.
+    /// Why this platform has no usable chain yet, or `None` for Linux and
+    /// macOS.
     fn closed_chain(self) -> Option<SandboxUnavailable> {
         match self {
-            Platform::Linux => None,
-            Platform::MacOs => Some(SandboxUnavailable::single(
-                "seatbelt",
-                "the macOS Seatbelt backend is not available in this build",
-            )),
+            Platform::Linux | Platform::MacOs => None,
             Platform::Windows => Some(SandboxUnavailable::single(
                 "restricted-token",
                 "the Windows restricted-token backend is not available in this build",
@@ -95,7 +116,7 @@ impl Platform {
 /// The backend a provider settled on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selected {
-    pub backend: Backend,
+    pub backend: SelectedBackend,
     pub runner: PathBuf,
     pub enforcement: Enforcement,
     pub landlock_abi: Option<u8>,
@@ -208,6 +229,9 @@ impl LocalProvider {
         if let Some(closed) = self.platform.closed_chain() {
             return Err(closed);
         }
+        if self.platform == Platform::MacOs {
+            return self.seatbelt();
+        }
         match self.settings.backend {
             BackendPreference::Bwrap => self.sole(Backend::Bwrap),
             BackendPreference::Landlock => self.sole(Backend::Landlock),
@@ -226,6 +250,30 @@ impl LocalProvider {
             .map_err(|d| SandboxUnavailable::single(backend.as_str(), d))
     }
 
+    /// macOS has one candidate, so there is nothing to choose between and
+    /// no probe: the pinned runner is selected even when it is missing,
+    /// which then surfaces as a spawn failure attributable to it. A Linux
+    /// backend asked for by name is not in this chain and fails closed.
+    fn seatbelt(&self) -> Result<Selected, SandboxUnavailable> {
+        match self.settings.backend {
+            BackendPreference::Auto => Ok(Selected {
+                backend: SelectedBackend::Seatbelt,
+                runner: PathBuf::from(seatbelt::SANDBOX_EXEC),
+                enforcement: Enforcement::Full,
+                landlock_abi: None,
+            }),
+            linux @ (BackendPreference::Bwrap | BackendPreference::Landlock) => {
+                Err(SandboxUnavailable::single(
+                    linux.as_str(),
+                    format!(
+                        "{linux} is a Linux backend; the macOS chain is {} alone (use auto)",
+                        seatbelt::BACKEND
+                    ),
+                ))
+            }
+        }
+    }
+
     fn facts(&self, backend: Backend, runner: PathBuf) -> Result<Selected, String> {
         let (enforcement, landlock_abi) = match backend {
             Backend::Bwrap => (Enforcement::Full, None),
@@ -238,7 +286,7 @@ impl LocalProvider {
             },
         };
         Ok(Selected {
-            backend,
+            backend: SelectedBackend::Linux(backend),
             runner,
             enforcement,
             landlock_abi,
@@ -343,6 +391,14 @@ impl LocalProvider {
                 auto_selects: None,
             };
         }
+        if self.platform == Platform::MacOs {
+            let line = seatbelt::report(self.host.as_ref());
+            return ProbeReport {
+                platform,
+                auto_selects: line.usable.then_some(seatbelt::BACKEND),
+                backends: vec![line],
+            };
+        }
         let located = self.located();
         let key = self.verdict_key(&located);
         let mut backends = Vec::new();
@@ -406,6 +462,9 @@ impl SandboxProvider for LocalProvider {
                 return rung.confine(argv, policy);
             }
         }
+        // Seatbelt grants each root in both its given and its canonical
+        // spelling, so it takes the policy as given.
+        let given = policy;
         // A workspace reached through a symlink is bound/granted by its real
         // location, which is what the kernel checks.
         let policy = SandboxPolicy::new(policy.mode, canonical(policy.workspace_root()));
@@ -424,7 +483,7 @@ impl SandboxProvider for LocalProvider {
         let sel = self.selected()?;
         let runner = sel.runner.as_os_str();
         Ok(match sel.backend {
-            Backend::Bwrap => Confined {
+            SelectedBackend::Linux(Backend::Bwrap) => Confined {
                 argv: profile::with_runner(
                     runner,
                     profile::bwrap_args(&policy, tmpdir.as_deref(), argv),
@@ -434,7 +493,7 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: vec![profile::BWRAP_DENIAL.into()],
                 runner_failure_rules: profile::bwrap_rules(),
             },
-            Backend::Landlock => Confined {
+            SelectedBackend::Linux(Backend::Landlock) => Confined {
                 argv: profile::with_runner(
                     runner,
                     profile::landlock_args(&policy, tmpdir.as_deref(), argv),
@@ -444,6 +503,9 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
                 runner_failure_rules: profile::landlock_rules(),
             },
+            SelectedBackend::Seatbelt => {
+                return seatbelt::confine(&sel.runner, self.host.as_ref(), given, argv);
+            }
         })
     }
 }

@@ -16,8 +16,15 @@ struct FakeHost {
     probe_ok: HashMap<Backend, bool>,
     abi: Option<u8>,
     probes: AtomicUsize,
+    locates: AtomicUsize,
     probe_delay: Duration,
     key: Mutex<Vec<u8>>,
+    /// `$TMPDIR` as set, and canonical (the existing `tmpdir()`).
+    tmpdir_as_set: Option<PathBuf>,
+    tmpdir: Option<PathBuf>,
+    /// What `canonicalize` resolves; anything else does not resolve.
+    canonical: HashMap<PathBuf, PathBuf>,
+    files: Vec<PathBuf>,
 }
 
 impl FakeHost {
@@ -34,10 +41,30 @@ impl FakeHost {
         h.probe_ok.insert(Backend::Landlock, landlock_ok);
         h
     }
+
+    /// A macOS host: `/tmp` and `$TMPDIR` are symlinked under `/private`,
+    /// `/usr/bin/sandbox-exec` exists, and no Linux runner can be found.
+    fn macos() -> Self {
+        let mut h = FakeHost {
+            tmpdir_as_set: Some("/var/folders/xy/abc/T/".into()),
+            tmpdir: Some("/private/var/folders/xy/abc/T".into()),
+            files: vec!["/usr/bin/sandbox-exec".into()],
+            ..Default::default()
+        };
+        h.canonical.insert("/tmp".into(), "/private/tmp".into());
+        h.canonical.insert(
+            "/var/folders/xy/abc/T/".into(),
+            "/private/var/folders/xy/abc/T".into(),
+        );
+        h.canonical
+            .insert("/Users/me/ws-link".into(), "/Users/me/ws".into());
+        h
+    }
 }
 
 impl Host for FakeHost {
     fn locate(&self, backend: Backend, _: &LocalSettings) -> Result<PathBuf, String> {
+        self.locates.fetch_add(1, Ordering::SeqCst);
         self.runners
             .get(&backend)
             .cloned()
@@ -56,10 +83,19 @@ impl Host for FakeHost {
         }
     }
     fn tmpdir(&self) -> Option<PathBuf> {
-        None
+        self.tmpdir.clone()
     }
     fn verdict_key(&self, _: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>> {
         Some(self.key.lock().unwrap().clone())
+    }
+    fn tmpdir_as_set(&self) -> Option<PathBuf> {
+        self.tmpdir_as_set.clone()
+    }
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        self.canonical.get(path).cloned()
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        self.files.iter().any(|f| f == path)
     }
 }
 
@@ -221,7 +257,6 @@ fn explicit_backends_are_sole_candidates_and_not_probed() {
 #[test]
 fn other_platform_chains_fail_closed() {
     for (platform, backend) in [
-        (Platform::MacOs, "seatbelt"),
         (Platform::Windows, "restricted-token"),
         (Platform::Other("freebsd"), "none"),
     ] {
@@ -415,4 +450,205 @@ fn a_mounted_rung_serves_only_its_platform() {
     );
     let p = p.with_rung(Arc::new(FakeRung));
     assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "bwrap");
+}
+
+fn ww(root: &str) -> SandboxPolicy {
+    SandboxPolicy::new(ConfiningMode::WorkspaceWrite, root)
+}
+
+fn strs(v: &[OsString]) -> Vec<&str> {
+    v.iter().map(|s| s.to_str().unwrap()).collect()
+}
+
+#[test]
+fn macos_runs_the_pinned_sandbox_exec_without_a_probe() {
+    let (p, h) = provider(FakeHost::macos(), LocalSettings::default(), Platform::MacOs);
+    let c = p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(c.backend, "seatbelt");
+    assert_eq!(c.enforcement, Enforcement::Full);
+    assert_eq!(c.denial_signatures, ["Operation not permitted"]);
+    assert_eq!(c.runner_failure_rules, seatbelt::seatbelt_rules());
+    assert_eq!(
+        strs(&c.argv),
+        [
+            "/usr/bin/sandbox-exec",
+            "-p",
+            seatbelt::READ_ONLY_PROFILE,
+            "--",
+            "bash",
+            "-c",
+            "true"
+        ]
+    );
+    let c = p.confine(&argv(), &ww("/Users/me/ws-link")).unwrap();
+    assert_eq!(
+        strs(&c.argv),
+        [
+            "/usr/bin/sandbox-exec",
+            "-p",
+            seatbelt::WORKSPACE_WRITE_PROFILE,
+            "-D",
+            "WORKSPACE_ROOT=/Users/me/ws-link",
+            "-D",
+            "WORKSPACE_ROOT_CANONICAL=/Users/me/ws",
+            "-D",
+            "TMP=/tmp",
+            "-D",
+            "TMP_CANONICAL=/private/tmp",
+            "-D",
+            "TMPDIR=/var/folders/xy/abc/T",
+            "-D",
+            "TMPDIR_CANONICAL=/private/var/folders/xy/abc/T",
+            "--",
+            "bash",
+            "-c",
+            "true"
+        ]
+    );
+    let sel = p.selected().unwrap();
+    assert_eq!(sel.backend, SelectedBackend::Seatbelt);
+    assert_eq!(sel.runner, Path::new("/usr/bin/sandbox-exec"));
+    assert_eq!(sel.enforcement, Enforcement::Full);
+    assert_eq!(sel.landlock_abi, None);
+    // Nothing was probed, and nothing was looked up (on PATH or elsewhere).
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+    assert_eq!(h.locates.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn macos_selects_seatbelt_even_when_the_runner_is_missing() {
+    // No probe means no existence check either: a missing sandbox-exec is a
+    // spawn failure attributable to argv[0], never an unconfined run.
+    let mut host = FakeHost::macos();
+    host.files.clear();
+    // Even a Linux runner that happens to be found and would pass its probe
+    // is not consulted.
+    host.runners.insert(Backend::Bwrap, "/usr/bin/bwrap".into());
+    host.probe_ok.insert(Backend::Bwrap, true);
+    let (p, h) = provider(host, LocalSettings::default(), Platform::MacOs);
+    let c = p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(c.argv[0], "/usr/bin/sandbox-exec");
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+    assert_eq!(h.locates.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn macos_refuses_linux_backends_by_name() {
+    for (pref, name) in [
+        (BackendPreference::Bwrap, "bwrap"),
+        (BackendPreference::Landlock, "landlock"),
+    ] {
+        let s = LocalSettings {
+            backend: pref,
+            ..Default::default()
+        };
+        let (p, h) = provider(FakeHost::macos(), s, Platform::MacOs);
+        let e = p.confine(&argv(), &ro()).unwrap_err();
+        assert_eq!(e.code(), "SANDBOX_UNAVAILABLE");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "sandbox unavailable: {name}: {name} is a Linux backend; the macOS chain is seatbelt alone (use auto)"
+            )
+        );
+        assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+        assert_eq!(h.locates.load(Ordering::SeqCst), 0);
+    }
+}
+
+#[test]
+fn macos_tmpdir_of_root_does_not_widen_workspace_write() {
+    let mut host = FakeHost::macos();
+    host.tmpdir_as_set = Some("/".into());
+    host.tmpdir = Some("/".into());
+    let (p, _) = provider(host, LocalSettings::default(), Platform::MacOs);
+    let c = p.confine(&argv(), &ww("/Users/me/ws")).unwrap();
+    let d: Vec<&str> = strs(&c.argv)
+        .windows(2)
+        .filter(|w| w[0] == "-D")
+        .map(|w| w[1])
+        .collect();
+    assert_eq!(
+        d,
+        [
+            "WORKSPACE_ROOT=/Users/me/ws",
+            "WORKSPACE_ROOT_CANONICAL=/Users/me/ws",
+            "TMP=/tmp",
+            "TMP_CANONICAL=/private/tmp",
+            "TMPDIR=/tmp",
+            "TMPDIR_CANONICAL=/private/tmp",
+        ]
+    );
+}
+
+#[test]
+fn macos_workspace_without_an_absolute_spelling_fails_closed() {
+    let (p, _) = provider(FakeHost::macos(), LocalSettings::default(), Platform::MacOs);
+    let e = p.confine(&argv(), &ww("")).unwrap_err();
+    assert_eq!(e.attempts[0].backend, "seatbelt");
+    assert!(e.attempts[0].detail.contains("not an absolute path"), "{e}");
+}
+
+#[test]
+fn macos_runner_command_still_overrides() {
+    let rc =
+        RunnerCommand::new(vec!["/opt/fake-runner".into()], vec!["fake: fatal".into()]).unwrap();
+    let s = LocalSettings {
+        runner_command: Some(rc),
+        ..Default::default()
+    };
+    let (p, h) = provider(FakeHost::macos(), s, Platform::MacOs);
+    let c = p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(c.backend, "runner-command");
+    assert_eq!(c.argv[0], "/opt/fake-runner");
+    assert_eq!(
+        &c.argv[1..],
+        profile::bwrap_args(&ro(), None, &argv()).as_slice()
+    );
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn macos_report_has_one_seatbelt_line() {
+    let (p, h) = provider(FakeHost::macos(), LocalSettings::default(), Platform::MacOs);
+    let r = p.report();
+    assert_eq!(r.platform, "macos");
+    assert_eq!(r.auto_selects, Some("seatbelt"));
+    assert_eq!(
+        r.backends,
+        [BackendReport {
+            backend: "seatbelt".into(),
+            runner: Some("/usr/bin/sandbox-exec".into()),
+            usable: true,
+            detail: "selected without a probe (the macOS chain's sole candidate); \
+                     /usr/bin/sandbox-exec is present"
+                .into(),
+            enforcement: Some(Enforcement::Full),
+            landlock_abi: None,
+        }]
+    );
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+
+    let mut host = FakeHost::macos();
+    host.files.clear();
+    let (p, h) = provider(host, LocalSettings::default(), Platform::MacOs);
+    let r = p.report();
+    assert_eq!(r.auto_selects, None);
+    assert_eq!(r.backends.len(), 1);
+    assert!(!r.backends[0].usable);
+    assert_eq!(r.backends[0].enforcement, None);
+    assert!(
+        r.backends[0].detail.contains("missing"),
+        "{}",
+        r.backends[0].detail
+    );
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_windows_rung_does_not_serve_macos() {
+    let (p, _) = provider(FakeHost::macos(), LocalSettings::default(), Platform::MacOs);
+    let p = p.with_rung(Arc::new(FakeRung));
+    assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "seatbelt");
+    assert_eq!(p.report().auto_selects, Some("seatbelt"));
 }
