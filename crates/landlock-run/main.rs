@@ -60,6 +60,9 @@ mod linux {
 
     enum Cmd {
         Run(Vec<(PathBuf, bool)>, Vec<OsString>),
+        /// `--close-fds -- ARGV`: descriptor hygiene only, for a runner that
+        /// confines by other means (bwrap passes inherited fds through).
+        CloseFds(Vec<OsString>),
         Probe,
         ProbeChild(PathBuf),
     }
@@ -69,6 +72,13 @@ mod linux {
     fn parse(args: &[OsString]) -> Result<Cmd, String> {
         match args.first().map(|a| a.as_bytes()) {
             Some(b"--probe") if args.len() == 1 => return Ok(Cmd::Probe),
+            Some(b"--close-fds") => {
+                return match args.get(1).map(|a| a.as_bytes()) {
+                    Some(b"--") if args.len() > 2 => Ok(Cmd::CloseFds(args[2..].to_vec())),
+                    Some(b"--") => Err("empty ARGV after --".into()),
+                    _ => Err("--close-fds takes only -- ARGV".into()),
+                };
+            }
             Some(b"--probe-child") if args.len() == 2 => {
                 return Ok(Cmd::ProbeChild(PathBuf::from(&args[1])));
             }
@@ -303,6 +313,10 @@ mod linux {
         if confine(rules) < ABI::V3 {
             eprintln!("{PARTIAL}");
         }
+        exec(argv)
+    }
+
+    fn exec(argv: &[OsString]) -> ! {
         close_inherited_fds();
         let err = Command::new(&argv[0]).args(&argv[1..]).exec();
         fail(format_args!(
@@ -417,6 +431,7 @@ mod linux {
             Ok(Cmd::Run(grants, argv)) => run(&grants, &argv),
             Ok(Cmd::Probe) => probe(),
             Ok(Cmd::ProbeChild(dir)) => probe_child(&dir),
+            Ok(Cmd::CloseFds(argv)) => exec(&argv),
             Err(why) => fail(format_args!("{USAGE} ({why})")),
         }
     }

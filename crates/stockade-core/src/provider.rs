@@ -1,5 +1,6 @@
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 
 use crate::mode::Enforcement;
 use crate::policy::SandboxPolicy;
@@ -21,6 +22,9 @@ pub struct Confined {
     pub denial_signatures: Vec<String>,
     /// Structured evidence that the runner itself failed.
     pub runner_failure_rules: Vec<RunnerFailureRule>,
+    /// What this wrap lets the command write, as the backend grants it, so a
+    /// denial can say which roots were writable.
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// One backend that was tried, and why it could not be used.

@@ -14,7 +14,13 @@ pub trait Host: Send + Sync {
     fn landlock_abi(&self) -> Option<u8>;
     /// Run the backend's real profile for a temporary workspace: a write
     /// outside must be denied and a write inside must succeed.
-    fn probe(&self, backend: Backend, runner: &Path, timeout: Duration) -> Result<(), String>;
+    fn probe(
+        &self,
+        backend: Backend,
+        runner: &Path,
+        fd_closer: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<(), String>;
     /// `$TMPDIR`, canonical, when it is set and a directory.
     fn tmpdir(&self) -> Option<PathBuf>;
     /// Bytes that change whenever a cached `auto` verdict could be wrong, or
@@ -69,7 +75,13 @@ impl Host for NoLinuxHost {
     fn landlock_abi(&self) -> Option<u8> {
         None
     }
-    fn probe(&self, backend: Backend, _: &Path, _: Duration) -> Result<(), String> {
+    fn probe(
+        &self,
+        backend: Backend,
+        _: &Path,
+        _: Option<&Path>,
+        _: Duration,
+    ) -> Result<(), String> {
         Err(format!("{backend} exists only on Linux"))
     }
     fn tmpdir(&self) -> Option<PathBuf> {

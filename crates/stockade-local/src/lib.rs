@@ -120,6 +120,8 @@ pub struct Selected {
     pub runner: PathBuf,
     pub enforcement: Enforcement,
     pub landlock_abi: Option<u8>,
+    /// bwrap only: the launcher that closes inherited descriptors inside.
+    pub fd_closer: Option<PathBuf>,
 }
 
 /// One backend's line in `stockade probe`.
@@ -261,6 +263,7 @@ impl LocalProvider {
                 runner: PathBuf::from(seatbelt::SANDBOX_EXEC),
                 enforcement: Enforcement::Full,
                 landlock_abi: None,
+                fd_closer: None,
             }),
             linux @ (BackendPreference::Bwrap | BackendPreference::Landlock) => {
                 Err(SandboxUnavailable::single(
@@ -275,21 +278,34 @@ impl LocalProvider {
     }
 
     fn facts(&self, backend: Backend, runner: PathBuf) -> Result<Selected, String> {
-        let (enforcement, landlock_abi) = match backend {
-            Backend::Bwrap => (Enforcement::Full, None),
-            Backend::Landlock => match self.host.landlock_abi() {
-                None => {
-                    return Err("the kernel does not support Landlock (or it is disabled)".into());
+        let mut fd_closer = None;
+        let (enforcement, landlock_abi) =
+            match backend {
+                Backend::Bwrap => {
+                    // Without it bwrap would hand inherited fds to the command;
+                    // refuse rather than confine less than we say.
+                    let closer = self.host.locate(Backend::Landlock, &self.settings).map_err(|d| {
+                    format!("{d} (bwrap runs it inside the sandbox to close inherited descriptors)")
+                })?;
+                    fd_closer = Some(closer);
+                    (Enforcement::Full, None)
                 }
-                Some(abi) if abi >= 3 => (Enforcement::Full, Some(abi)),
-                Some(abi) => (Enforcement::Partial, Some(abi)),
-            },
-        };
+                Backend::Landlock => match self.host.landlock_abi() {
+                    None => {
+                        return Err(
+                            "the kernel does not support Landlock (or it is disabled)".into()
+                        );
+                    }
+                    Some(abi) if abi >= 3 => (Enforcement::Full, Some(abi)),
+                    Some(abi) => (Enforcement::Partial, Some(abi)),
+                },
+            };
         Ok(Selected {
             backend: SelectedBackend::Linux(backend),
             runner,
             enforcement,
             landlock_abi,
+            fd_closer,
         })
     }
 
@@ -351,7 +367,12 @@ impl LocalProvider {
         let runner = runner?;
         let sel = self.facts(backend, runner)?;
         self.host
-            .probe(backend, &sel.runner, self.settings.probe_timeout)
+            .probe(
+                backend,
+                &sel.runner,
+                sel.fd_closer.as_deref(),
+                self.settings.probe_timeout,
+            )
             .map_err(|d| format!("probe failed: {d}"))?;
         Ok(sel)
     }
@@ -471,13 +492,15 @@ impl SandboxProvider for LocalProvider {
         let tmpdir = self.host.tmpdir();
         if let Some(rc) = &self.settings.runner_command {
             let mut out = rc.argv().to_vec();
-            out.extend(profile::bwrap_args(&policy, tmpdir.as_deref(), argv));
+            // An operator-asserted runner owns its descriptor hygiene.
+            out.extend(profile::bwrap_args(&policy, tmpdir.as_deref(), None, argv));
             return Ok(Confined {
                 argv: out,
                 backend: "runner-command",
                 enforcement: Enforcement::Full,
                 denial_signatures: vec![profile::BWRAP_DENIAL.into()],
                 runner_failure_rules: profile::signature_rules(rc.failure_signatures()),
+                writable_roots: profile::granted(&policy, tmpdir.as_deref()),
             });
         }
         let sel = self.selected()?;
@@ -486,12 +509,13 @@ impl SandboxProvider for LocalProvider {
             SelectedBackend::Linux(Backend::Bwrap) => Confined {
                 argv: profile::with_runner(
                     runner,
-                    profile::bwrap_args(&policy, tmpdir.as_deref(), argv),
+                    profile::bwrap_args(&policy, tmpdir.as_deref(), sel.fd_closer.as_deref(), argv),
                 ),
                 backend: "bwrap",
                 enforcement: sel.enforcement,
                 denial_signatures: vec![profile::BWRAP_DENIAL.into()],
                 runner_failure_rules: profile::bwrap_rules(),
+                writable_roots: profile::granted(&policy, tmpdir.as_deref()),
             },
             SelectedBackend::Linux(Backend::Landlock) => Confined {
                 argv: profile::with_runner(
@@ -502,6 +526,7 @@ impl SandboxProvider for LocalProvider {
                 enforcement: sel.enforcement,
                 denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
                 runner_failure_rules: profile::landlock_rules(),
+                writable_roots: profile::granted(&policy, tmpdir.as_deref()),
             },
             SelectedBackend::Seatbelt => {
                 return seatbelt::confine(&sel.runner, self.host.as_ref(), given, argv);

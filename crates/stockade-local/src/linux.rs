@@ -94,7 +94,13 @@ impl Host for LinuxHost {
             .map(|(_, n)| *n)
     }
 
-    fn probe(&self, backend: Backend, runner: &Path, timeout: Duration) -> Result<(), String> {
+    fn probe(
+        &self,
+        backend: Backend,
+        runner: &Path,
+        fd_closer: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<(), String> {
         let dir = tempfile::Builder::new()
             .prefix("stockade-probe-")
             .tempdir()
@@ -113,7 +119,9 @@ impl Host for LinuxHost {
                 target.as_os_str().to_owned(),
             ];
             let args = match backend {
-                Backend::Bwrap => profile::bwrap_args(&policy, tmpdir.as_deref(), &inner),
+                Backend::Bwrap => {
+                    profile::bwrap_args(&policy, tmpdir.as_deref(), fd_closer, &inner)
+                }
                 Backend::Landlock => profile::landlock_args(&policy, tmpdir.as_deref(), &inner),
             };
             run_bounded(runner.as_os_str(), &args, timeout)

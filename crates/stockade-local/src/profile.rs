@@ -37,6 +37,14 @@ pub fn writable_roots(policy: &SandboxPolicy, tmpdir: Option<&Path>) -> Vec<Path
     roots
 }
 
+/// Everything a wrap lets the command write: `/dev/null` and, in
+/// workspace-write, the writable roots.
+pub fn granted(policy: &SandboxPolicy, tmpdir: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("/dev/null")];
+    out.extend(writable_roots(policy, tmpdir));
+    out
+}
+
 fn push_pair(out: &mut Vec<OsString>, flag: &str, a: &Path, b: Option<&Path>) {
     out.push(flag.into());
     out.push(a.as_os_str().to_owned());
@@ -54,9 +62,15 @@ fn push_pair(out: &mut Vec<OsString>, flag: &str, a: &Path, b: Option<&Path>) {
 /// caller is root: bwrap otherwise leaves root its capabilities (remount,
 /// mknod, module loading). `--new-session` stops TIOCSTI into the caller's
 /// terminal; `--dev /dev` exposes no host block devices.
+///
+/// `fd_closer` is `landlock-run`, run as `--close-fds -- ARGV` inside the
+/// sandbox: bwrap passes inherited descriptors through, and a write through
+/// an fd opened outside (say, on a log file the agent's parent left without
+/// O_CLOEXEC) is not stopped by any mount.
 pub fn bwrap_args(
     policy: &SandboxPolicy,
     tmpdir: Option<&Path>,
+    fd_closer: Option<&Path>,
     argv: &[OsString],
 ) -> Vec<OsString> {
     let mut out: Vec<OsString> = Vec::with_capacity(16 + argv.len());
@@ -75,6 +89,11 @@ pub fn bwrap_args(
         "--",
     ] {
         out.push(a.into());
+    }
+    if let Some(closer) = fd_closer {
+        out.push(closer.as_os_str().to_owned());
+        out.push("--close-fds".into());
+        out.push("--".into());
     }
     out.extend(argv.iter().cloned());
     out
@@ -156,7 +175,12 @@ mod tests {
     fn bwrap_read_only_profile() {
         let p = SandboxPolicy::new(ConfiningMode::ReadOnly, "/work/ws");
         assert_eq!(
-            strs(&bwrap_args(&p, Some(Path::new("/var/tmp/me")), &cmd())),
+            strs(&bwrap_args(
+                &p,
+                Some(Path::new("/var/tmp/me")),
+                None,
+                &cmd()
+            )),
             [
                 "--ro-bind",
                 "/",
@@ -182,7 +206,12 @@ mod tests {
     fn bwrap_workspace_write_profile() {
         let p = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/work/ws");
         assert_eq!(
-            strs(&bwrap_args(&p, Some(Path::new("/var/tmp/me")), &cmd())),
+            strs(&bwrap_args(
+                &p,
+                Some(Path::new("/var/tmp/me")),
+                None,
+                &cmd()
+            )),
             [
                 "--ro-bind",
                 "/",
@@ -212,9 +241,9 @@ mod tests {
             ]
         );
         // No $TMPDIR, or one equal to /tmp: bound once.
-        let args = bwrap_args(&p, None, &cmd());
+        let args = bwrap_args(&p, None, None, &cmd());
         assert_eq!(args.iter().filter(|a| *a == "/tmp").count(), 2);
-        let args = bwrap_args(&p, Some(Path::new("/tmp")), &cmd());
+        let args = bwrap_args(&p, Some(Path::new("/tmp")), None, &cmd());
         assert_eq!(args.iter().filter(|a| *a == "/tmp").count(), 2);
     }
 
@@ -268,7 +297,10 @@ mod tests {
         let ws = OsStr::from_bytes(b"/work/a b\xff");
         let p = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws);
         let argv = vec![OsString::from(OsStr::from_bytes(b"\xfe\x01"))];
-        for args in [bwrap_args(&p, None, &argv), landlock_args(&p, None, &argv)] {
+        for args in [
+            bwrap_args(&p, None, None, &argv),
+            landlock_args(&p, None, &argv),
+        ] {
             assert!(args.iter().any(|a| a.as_bytes() == ws.as_bytes()));
             assert_eq!(args.last().unwrap().as_bytes(), b"\xfe\x01");
         }

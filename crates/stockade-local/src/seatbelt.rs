@@ -246,6 +246,7 @@ pub(crate) fn confine(
         enforcement: Enforcement::Full,
         denial_signatures: vec![SEATBELT_DENIAL.into()],
         runner_failure_rules: seatbelt_rules(),
+        writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
     })
 }
 
@@ -289,6 +290,7 @@ impl Host for MacHost {
         &self,
         backend: crate::Backend,
         _: &Path,
+        _: Option<&Path>,
         _: std::time::Duration,
     ) -> Result<(), String> {
         Err(format!("{backend} exists only on Linux"))

@@ -73,7 +73,13 @@ impl Host for FakeHost {
     fn landlock_abi(&self) -> Option<u8> {
         self.abi
     }
-    fn probe(&self, backend: Backend, _: &Path, _: Duration) -> Result<(), String> {
+    fn probe(
+        &self,
+        backend: Backend,
+        _: &Path,
+        _: Option<&Path>,
+        _: Duration,
+    ) -> Result<(), String> {
         self.probes.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(self.probe_delay);
         if self.probe_ok.get(&backend).copied().unwrap_or(false) {
@@ -300,7 +306,7 @@ fn runner_command_skips_chain_and_probes() {
     assert_eq!(c.argv[1], "--flag");
     assert_eq!(
         &c.argv[2..],
-        profile::bwrap_args(&policy, None, &argv()).as_slice()
+        profile::bwrap_args(&policy, None, None, &argv()).as_slice()
     );
     assert_eq!(
         c.runner_failure_rules,
@@ -415,6 +421,7 @@ impl PlatformRung for FakeRung {
             enforcement: Enforcement::Partial,
             denial_signatures: vec![],
             runner_failure_rules: vec![],
+            writable_roots: vec![],
         })
     }
     fn report(&self) -> BackendReport {
@@ -603,7 +610,7 @@ fn macos_runner_command_still_overrides() {
     assert_eq!(c.argv[0], "/opt/fake-runner");
     assert_eq!(
         &c.argv[1..],
-        profile::bwrap_args(&ro(), None, &argv()).as_slice()
+        profile::bwrap_args(&ro(), None, None, &argv()).as_slice()
     );
     assert_eq!(h.probes.load(Ordering::SeqCst), 0);
 }
@@ -651,4 +658,45 @@ fn a_windows_rung_does_not_serve_macos() {
     let p = p.with_rung(Arc::new(FakeRung));
     assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "seatbelt");
     assert_eq!(p.report().auto_selects, Some("seatbelt"));
+}
+
+#[test]
+fn bwrap_runs_the_fd_closer_inside_and_needs_it() {
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let c = p.confine(&argv(), &ro()).unwrap();
+    let tail: Vec<&str> = c.argv[c.argv.len() - 7..]
+        .iter()
+        .map(|a| a.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "--",
+            "/opt/stockade/landlock-run",
+            "--close-fds",
+            "--",
+            "bash",
+            "-c",
+            "true"
+        ]
+    );
+    assert_eq!(c.writable_roots, [PathBuf::from("/dev/null")]);
+
+    // No launcher: bwrap would leak inherited descriptors, so it is refused.
+    let mut host = FakeHost::linux(true, true, Some(7));
+    host.runners.remove(&Backend::Landlock);
+    let s = LocalSettings {
+        backend: BackendPreference::Bwrap,
+        ..Default::default()
+    };
+    let (p, _) = provider(host, s, Platform::Linux);
+    let e = p.confine(&argv(), &ro()).unwrap_err();
+    assert!(
+        e.attempts[0].detail.contains("close inherited descriptors"),
+        "{e}"
+    );
 }

@@ -344,3 +344,35 @@ fn root_cannot_undo_the_confinement() {
         assert!(!out.status.success(), "{backend}: /dev/tty opened");
     }
 }
+
+#[test]
+fn descriptors_inherited_without_cloexec_cannot_be_written_through() {
+    for backend in BACKENDS {
+        let Some(p) = provider(backend) else { continue };
+        let s = scratch();
+        let outside = s.outside.join("through-fd");
+        fs::write(&outside, b"").unwrap();
+        let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), "echo escaped >&7".into()];
+        let c = p
+            .confine(
+                &argv,
+                &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &s.ws),
+            )
+            .unwrap();
+        // A shell opens fd 7 without O_CLOEXEC and execs the confined argv,
+        // as an agent started with a stray descriptor would.
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("exec 7>>\"$0\"; exec \"$@\"")
+            .arg(&outside)
+            .args(&c.argv)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{backend}: {out:?}");
+        assert_eq!(
+            fs::read(&outside).unwrap(),
+            b"",
+            "{backend}: wrote through an inherited fd"
+        );
+    }
+}

@@ -75,6 +75,10 @@ pub(crate) struct Running {
 struct GroupGuard(Option<sys::Group>);
 
 impl GroupGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+
     fn kill(&mut self) {
         if let Some(group) = self.0.take() {
             sys::kill_group(group);
@@ -192,12 +196,10 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     // Every fd std and tokio open is O_CLOEXEC, so the child inherits only
     // 0, 1 and 2.
     let mut child = cmd.spawn().map_err(|e| spawn_error(&launch, e))?;
-    let group = GroupGuard(
-        launch
-            .own_group
-            .then(|| sys::group_of(child.id()))
-            .flatten(),
-    );
+    // Armed even without a group of our own: a runner that starts a session
+    // (landlock-run's setsid) leads a group whose id is the child's pid, and
+    // no other group can carry that id while the child lives.
+    let group = GroupGuard(sys::group_of(child.id()));
     let (sigs, rules) = match &launch.wrap {
         Some(w) => (w.denial_signatures.clone(), w.rules.clone()),
         None => (vec![], vec![]),
@@ -291,9 +293,13 @@ impl Running {
             _ = cancel => End::Cancelled,
         };
         // Kill the group before reaping the leader on a timeout or
-        // cancellation, so its pgid cannot have been reused; after a normal
-        // exit, stray descendants (`cmd &`) go with it.
-        self.group.kill();
+        // cancellation, so its pgid cannot have been reused. After a normal
+        // exit, stray descendants (`cmd &`) go with a group of our own; a
+        // caller that shares its group (a CLI in a terminal) keeps them.
+        match end {
+            End::Exited(_) if !self.launch.own_group => self.group.disarm(),
+            _ => self.group.kill(),
+        }
         let status = match end {
             End::Exited(s) => Some(s),
             End::TimedOut | End::Cancelled => {

@@ -255,6 +255,7 @@ impl SandboxProvider for OldLandlock {
             enforcement: Enforcement::Partial,
             denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
             runner_failure_rules: profile::landlock_rules(),
+            writable_roots: vec![],
         })
     }
 }
@@ -321,6 +322,7 @@ fn real_providers() -> Vec<(&'static str, Arc<dyn SandboxProvider>)> {
     if have_bwrap {
         let s = LocalSettings {
             backend: BackendPreference::Bwrap,
+            launcher_path: launcher.clone(),
             ..Default::default()
         };
         out.push(("bwrap", Arc::new(LocalProvider::new(s).unwrap())));
