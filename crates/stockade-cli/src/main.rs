@@ -2,19 +2,31 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
-use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, ExitStatus};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use stockade_core::{ExecutionPolicy, SandboxMode, SandboxProvider, SandboxUnavailable};
+use stockade_core::{ExecutionPolicy, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
+use stockade_shell::{
+    ExitFacts, SandboxedExecutor, ShellError, ShellExecutor, ShellRequest, ShellResult, Stdin,
+};
 
 /// Exit status when no confinement could be had (nothing ran).
 const EXIT_UNAVAILABLE: u8 = 125;
 /// Exit status for bad input (nothing ran).
 const EXIT_USAGE: u8 = 2;
+/// Exit status when the command could not be started for an ordinary
+/// reason, as shells report it.
+const EXIT_CANNOT_START: u8 = 126;
+const EXIT_NOT_FOUND: u8 = 127;
+
+fn not_found(e: &ShellError) -> bool {
+    matches!(e, ShellError::Start { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
 
 #[derive(Parser)]
 #[command(name = "stockade", version, about = "Confine what a command may write")]
@@ -23,23 +35,36 @@ struct Cli {
     command: Cmd,
 }
 
+#[derive(clap::Args)]
+struct ExecArgs {
+    /// read-only | workspace-write | danger-full-access (unconfined)
+    #[arg(long, default_value = "workspace-write")]
+    mode: SandboxMode,
+    /// The directory workspace-write may write under (default: the current directory).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// auto | bwrap | landlock
+    #[arg(long, default_value = "auto")]
+    backend: BackendPreference,
+    /// When the command was denied and stdin is a terminal, ask whether to
+    /// retry it once under a wider mode.
+    #[arg(long)]
+    ask: bool,
+    /// The mode --ask offers (default: the next wider one).
+    #[arg(long, requires = "ask")]
+    escalate_to: Option<SandboxMode>,
+    /// Print one JSON object with the result facts instead of streaming.
+    #[arg(long)]
+    json: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run CMD confined, with inherited stdin/stdout/stderr; exit with its status.
-    Exec {
-        /// read-only | workspace-write | danger-full-access (unconfined)
-        #[arg(long, default_value = "workspace-write")]
-        mode: SandboxMode,
-        /// The directory workspace-write may write under (default: the current directory).
-        #[arg(long)]
-        workspace: Option<PathBuf>,
-        /// auto | bwrap | landlock
-        #[arg(long, default_value = "auto")]
-        backend: BackendPreference,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<OsString>,
-    },
+    Exec(ExecArgs),
     /// Probe every backend of this platform's chain and say which `auto` selects.
     Probe {
         /// Print one JSON object instead of text.
@@ -72,12 +97,8 @@ fn provider(backend: BackendPreference) -> anyhow::Result<LocalProvider> {
     LocalProvider::new(settings).context("invalid sandbox settings")
 }
 
-fn exit_code(status: ExitStatus) -> ExitCode {
-    #[cfg(unix)]
-    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
-    #[cfg(not(unix))]
-    let signal: Option<i32> = None;
-    match (status.code(), signal) {
+fn exit_code(exit: &ExitFacts) -> ExitCode {
+    match (exit.code, exit.signal) {
         (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
         (None, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
         (None, None) => ExitCode::from(EXIT_UNAVAILABLE),
@@ -89,14 +110,145 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn exec(
-    mode: SandboxMode,
-    workspace: Option<PathBuf>,
-    backend: BackendPreference,
-    command: Vec<OsString>,
-) -> anyhow::Result<ExitCode> {
-    let workspace = match workspace {
-        Some(w) => w,
+/// Resolves when the user (or a supervisor) asks us to stop, with the
+/// signal's number. The child may sit in a session of its own (the Landlock
+/// launcher detaches from the terminal), so it would not see the terminal's
+/// signal: dropping the run kills its process group instead.
+async fn interrupted() -> i32 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let kinds = [
+            (SignalKind::interrupt(), 2),
+            (SignalKind::terminate(), 15),
+            (SignalKind::hangup(), 1),
+        ];
+        let mut streams = Vec::new();
+        for (kind, n) in kinds {
+            if let Ok(s) = signal(kind) {
+                streams.push((s, n));
+            }
+        }
+        if streams.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = streams.iter_mut().map(|(s, n)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        });
+        futures_select_all(waits.collect()).await
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        2
+    }
+}
+
+/// The first of several futures to finish.
+#[cfg(unix)]
+async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(mut futs: Vec<F>) -> i32 {
+    std::future::poll_fn(move |cx| {
+        for f in futs.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+enum Outcome {
+    Finished(Box<ShellResult>),
+    Failed(ExitCode),
+}
+
+async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPolicy) -> Outcome {
+    let mut request =
+        ShellRequest::argv(args.command.clone(), &policy.workspace_root).with_policy(policy);
+    request.stdin = Stdin::Inherit;
+    request.passthrough = !args.json;
+    // The command runs in the terminal's foreground with us, so it can read
+    // the terminal; cancellation still kills its group.
+    request.own_process_group = false;
+    let run = exec.run(exec.resolve(request));
+    let result = tokio::select! {
+        r = run => r,
+        sig = interrupted() => return Outcome::Failed(ExitCode::from((128 + sig) as u8)),
+    };
+    match result {
+        Ok(r) => Outcome::Finished(Box::new(r)),
+        Err(ShellError::SandboxUnavailable(e)) => Outcome::Failed(fail(EXIT_UNAVAILABLE, e)),
+        Err(e @ ShellError::Start { .. }) if not_found(&e) => {
+            Outcome::Failed(fail(EXIT_NOT_FOUND, e))
+        }
+        Err(e) => Outcome::Failed(fail(EXIT_CANNOT_START, e)),
+    }
+}
+
+/// After a denial: the marker, what was refused, and what was writable.
+fn report_denial(r: &ShellResult) {
+    let Some(f) = &r.sandbox else { return };
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{}", texts::denial_marker(f.mode));
+    for p in &f.denied_paths {
+        let _ = writeln!(err, "stockade: denied: {}", p.display());
+    }
+    let roots: Vec<String> = f
+        .writable_roots
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let _ = writeln!(
+        err,
+        "stockade: writable under {}: {}",
+        f.mode,
+        roots.join(", ")
+    );
+}
+
+/// Ask on the terminal; anything but yes (or no terminal at all) is no.
+fn ask_retry(mode: SandboxMode) -> bool {
+    if !std::io::stdin().is_terminal() {
+        return false;
+    }
+    let Ok(tty) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    else {
+        return false;
+    };
+    let mut out = &tty;
+    if write!(
+        out,
+        "stockade: retry this command once under {mode}? [y/N] "
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let _ = out.flush();
+    let mut line = String::new();
+    if std::io::BufReader::new(&tty).read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<()> {
+    let v = serde_json::json!({ "result": r, "retry": retried });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let workspace = match &args.workspace {
+        Some(w) => w.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     match std::fs::metadata(&workspace) {
@@ -114,58 +266,54 @@ fn exec(
             ));
         }
     }
-    let policy = ExecutionPolicy::new(mode, workspace);
-    let Some(sandbox) = policy.sandbox_policy() else {
-        return run(&command, &command[0], None);
+    let escalate_to = match (args.ask, args.escalate_to, args.mode.wider()) {
+        (false, _, _) => None,
+        (true, Some(to), _) if to > args.mode => Some(to),
+        (true, Some(to), _) => {
+            return Ok(fail(
+                EXIT_USAGE,
+                format_args!("--escalate-to {to} is not wider than --mode {}", args.mode),
+            ));
+        }
+        (true, None, wider) => wider,
     };
-    let provider = provider(backend)?;
-    let confined = match provider.confine(&command, &sandbox) {
-        Ok(c) => c,
-        Err(e) => return Ok(fail(EXIT_UNAVAILABLE, e)),
+    let provider = Arc::new(provider(args.backend)?);
+    let policy = ExecutionPolicy::new(args.mode, workspace.clone());
+    let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
+    let first = match run_once(&exec, &args, policy).await {
+        Outcome::Finished(r) => r,
+        Outcome::Failed(code) => {
+            // The cached auto verdict may be stale; the next run re-probes.
+            provider.forget_verdict();
+            return Ok(code);
+        }
     };
-    run(
-        &confined.argv,
-        &command[0],
-        Some((&provider, confined.backend)),
-    )
-}
-
-/// Spawn `argv` with inherited stdio. A runner that cannot be started is a
-/// sandbox failure (nothing ran); the command's own exec failure is reported
-/// by the runner from inside.
-fn run(
-    argv: &[OsString],
-    shown: &OsString,
-    runner: Option<(&LocalProvider, &str)>,
-) -> anyhow::Result<ExitCode> {
-    let (program, args) = argv.split_first().context("empty argv")?;
-    match Command::new(program).args(args).status() {
-        Ok(status) => Ok(exit_code(status)),
-        Err(e) => match runner {
-            Some((provider, backend))
-                if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::PermissionDenied) =>
-            {
-                provider.forget_verdict();
-                let detail = format!("cannot start runner {}: {e}", Path::new(program).display());
-                Ok(fail(
-                    EXIT_UNAVAILABLE,
-                    SandboxUnavailable::single(backend, detail),
-                ))
-            }
-            Some(_) => Ok(fail(
-                EXIT_UNAVAILABLE,
-                format_args!("cannot start the sandbox runner: {e}"),
-            )),
-            None => Ok(fail(
-                if e.kind() == ErrorKind::NotFound {
-                    127
-                } else {
-                    126
-                },
-                format_args!("{}: {e}", Path::new(shown).display()),
-            )),
-        },
+    if !first.denied() {
+        if args.json {
+            print_json(&first, None)?;
+        }
+        return Ok(exit_code(&first.exit));
     }
+    if !args.json {
+        report_denial(&first);
+    }
+    let Some(to) = escalate_to.filter(|to| ask_retry(*to)) else {
+        if args.json {
+            print_json(&first, None)?;
+        }
+        return Ok(exit_code(&first.exit));
+    };
+    // The grant is this one retry; nothing remembers it.
+    let retry = match run_once(&exec, &args, ExecutionPolicy::new(to, workspace)).await {
+        Outcome::Finished(r) => r,
+        Outcome::Failed(code) => return Ok(code),
+    };
+    if args.json {
+        print_json(&first, Some(&retry))?;
+    } else if retry.denied() {
+        report_denial(&retry);
+    }
+    Ok(exit_code(&retry.exit))
 }
 
 fn probe(json: bool) -> anyhow::Result<ExitCode> {
@@ -203,12 +351,11 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Cmd::Exec {
-            mode,
-            workspace,
-            backend,
-            command,
-        } => exec(mode, workspace, backend, command),
+        Cmd::Exec(args) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")
+            .and_then(|rt| rt.block_on(exec(args))),
         Cmd::Probe { json } => probe(json),
     };
     result.unwrap_or_else(|e| fail(EXIT_UNAVAILABLE, format_args!("{e:#}")))

@@ -348,11 +348,14 @@ fn auto_falls_back_to_landlock_when_bwrap_is_unusable() {
     let bin = s.dir.path().join("bin");
     fs::create_dir(&bin).unwrap();
     let fake = bin.join("bwrap");
-    fs::write(
-        &fake,
-        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
-    )
-    .unwrap();
+    // Written by a child: a write fd held here while a parallel test forks
+    // would make the exec fail with ETXTBSY.
+    let wrote = Command::new("/bin/sh")
+        .args(["-c", "printf '#!/bin/sh\\necho \"bwrap: No permissions to create new namespace\" >&2\\nexit 1\\n' > \"$1\"", "sh"])
+        .arg(&fake)
+        .status()
+        .unwrap();
+    assert!(wrote.success());
     fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path =
         std::env::join_paths([bin.as_path(), Path::new("/usr/bin"), Path::new("/bin")]).unwrap();
@@ -420,4 +423,180 @@ fn probe_reports_both_backends() {
             .display()
             .to_string()
     );
+}
+
+/// Run `stockade ARGS` under a real pseudo-terminal (util-linux `script`),
+/// typing `answer` at it.
+fn under_pty(s: &Scratch, args: &str, answer: &str) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_stockade"));
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("XDG_RUNTIME_DIR", s.dir.path())
+        .current_dir(&s.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn ask_retries_once_under_the_wider_mode_when_the_user_says_yes() {
+    for b in backends() {
+        let s = scratch();
+        let args = format!("exec --backend {b} --mode read-only --ask -- sh -c 'echo ok > f'");
+        let out = under_pty(&s, &args, "y\n");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("[sandbox: file access denied under read-only mode]"),
+            "{b}: {text}"
+        );
+        assert!(
+            text.contains("retry this command once under workspace-write? [y/N]"),
+            "{b}: {text}"
+        );
+        assert_eq!(fs::read(s.ws.join("f")).unwrap(), b"ok\n", "{b}: {text}");
+        assert_eq!(out.status.code(), Some(0), "{b}: {text}");
+    }
+}
+
+#[test]
+fn ask_retries_nothing_on_no_or_without_a_terminal() {
+    let s = scratch();
+    let out = under_pty(
+        &s,
+        "exec --mode read-only --ask -- sh -c 'echo ok > f'",
+        "n\n",
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[y/N]"));
+    assert!(!s.ws.join("f").exists());
+    assert_ne!(out.status.code(), Some(0));
+    // No terminal: no question at all, nothing retried.
+    let out = exec(&s, "auto", "read-only", "echo ok > f", &[]);
+    let out2 = stockade(&s)
+        .args([
+            "exec",
+            "--mode",
+            "read-only",
+            "--ask",
+            "--",
+            "sh",
+            "-c",
+            "echo ok > f",
+        ])
+        .output()
+        .unwrap();
+    for o in [out, out2] {
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("[y/N]"),
+            "{o:?}"
+        );
+        assert!(!s.ws.join("f").exists());
+    }
+}
+
+#[test]
+fn ask_can_go_straight_to_danger_full_access_and_rejects_narrower_targets() {
+    let s = scratch();
+    let target = s.outside.join("f");
+    let args = format!(
+        "exec --mode read-only --ask --escalate-to danger-full-access -- sh -c 'echo ok > {}'",
+        target.display()
+    );
+    let out = under_pty(&s, &args, "yes\n");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("once under danger-full-access?"));
+    assert!(target.exists());
+    let out = stockade(&s)
+        .args([
+            "exec",
+            "--mode",
+            "workspace-write",
+            "--ask",
+            "--escalate-to",
+            "read-only",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--escalate-to read-only is not wider than --mode workspace-write")
+    );
+}
+
+#[test]
+fn a_denial_is_reported_with_the_path_and_the_writable_roots() {
+    for b in backends() {
+        let s = scratch();
+        let target = s.outside.join("f");
+        let out = write(&s, b, "workspace-write", &target);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("[sandbox: file access denied under workspace-write mode]"),
+            "{b}: {err}"
+        );
+        assert!(
+            err.contains(&format!("stockade: denied: {}", target.display())),
+            "{b}: {err}"
+        );
+        let ws = fs::canonicalize(&s.ws).unwrap();
+        assert!(err.contains(&format!("{}", ws.display())), "{b}: {err}");
+        assert!(
+            err.contains("stockade: writable under workspace-write: /dev/null, /tmp"),
+            "{b}: {err}"
+        );
+        // An allowed command says nothing extra.
+        let out = write(&s, b, "workspace-write", &s.ws.join("ok"));
+        assert!(out.stderr.is_empty(), "{b}: {out:?}");
+    }
+}
+
+#[test]
+fn json_prints_the_result_facts() {
+    for b in backends() {
+        let s = scratch();
+        let out = stockade(&s)
+            .args([
+                "exec",
+                "--json",
+                "--backend",
+                b,
+                "--mode",
+                "read-only",
+                "--",
+                "sh",
+                "-c",
+                "echo hi; echo x > f",
+            ])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = &v["result"];
+        assert_eq!(r["stdout"]["bytes"], "hi\n", "{b}: {v}");
+        assert_eq!(r["sandbox"]["denied"], true, "{b}: {v}");
+        assert_eq!(r["sandbox"]["mode"], "read-only");
+        let want = if b == "auto" { "bwrap" } else { b };
+        if have_bwrap() || b != "auto" {
+            assert_eq!(r["sandbox"]["backend"], want, "{v}");
+        }
+        assert_eq!(r["sandbox"]["enforcement"], "full");
+        assert_eq!(r["sandbox"]["denied_paths"][0], "f");
+        assert!(r["duration_ms"].as_f64().unwrap() > 0.0);
+        assert_eq!(v["retry"], serde_json::Value::Null);
+        assert_eq!(
+            out.status.code(),
+            r["exit"]["code"].as_i64().map(|c| c as i32)
+        );
+    }
 }

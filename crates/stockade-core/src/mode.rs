@@ -110,6 +110,15 @@ vocabulary! {
 }
 
 impl SandboxMode {
+    /// The next wider mode, or `None` at the widest.
+    pub const fn wider(self) -> Option<SandboxMode> {
+        match self {
+            SandboxMode::ReadOnly => Some(SandboxMode::WorkspaceWrite),
+            SandboxMode::WorkspaceWrite => Some(SandboxMode::DangerFullAccess),
+            SandboxMode::DangerFullAccess => None,
+        }
+    }
+
     /// The confining form of this mode, or `None` for `danger-full-access`.
     pub const fn confining(self) -> Option<ConfiningMode> {
         match self {
@@ -186,6 +195,20 @@ mod tests {
                 .contains("expected one of read-only, workspace-write")
         );
         assert!("strict".parse::<Enforcement>().is_err());
+    }
+
+    #[test]
+    fn wider_climbs_the_ladder_one_rung() {
+        for m in SandboxMode::ALL {
+            if let Some(w) = m.wider() {
+                assert!(w > *m);
+            }
+        }
+        assert_eq!(SandboxMode::DangerFullAccess.wider(), None);
+        assert_eq!(
+            SandboxMode::ReadOnly.wider(),
+            Some(SandboxMode::WorkspaceWrite)
+        );
     }
 
     #[test]

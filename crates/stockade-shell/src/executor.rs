@@ -9,7 +9,7 @@ use crate::error::ShellError;
 use crate::job::JobHandle;
 use crate::output::OutputLimits;
 use crate::process::{self, Launch, Wrap};
-use crate::spec::{ShellRequest, ShellResult, ShellSpec};
+use crate::spec::{Command, ShellRequest, ShellResult, ShellSpec};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -53,10 +53,16 @@ impl Interpreter {
         }
     }
 
-    pub fn argv(&self, command: &str) -> Vec<OsString> {
-        let mut argv = self.prefix.clone();
-        argv.push(command.into());
-        argv
+    /// What the provider (or the OS) is handed for `command`.
+    pub fn argv(&self, command: &Command) -> Vec<OsString> {
+        match command {
+            Command::Shell(text) => {
+                let mut argv = self.prefix.clone();
+                argv.push(text.into());
+                argv
+            }
+            Command::Argv(argv) => argv.clone(),
+        }
     }
 }
 
@@ -200,6 +206,7 @@ impl SandboxedExecutor {
                 enforcement: None,
                 denial_signatures: vec![],
                 rules: vec![],
+                writable_roots: vec![],
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -212,6 +219,7 @@ impl SandboxedExecutor {
             enforcement: Some(confined.enforcement),
             denial_signatures,
             rules: confined.runner_failure_rules,
+            writable_roots: confined.writable_roots,
         };
         Ok(launch(spec, confined.argv, Some(wrap), self.limits))
     }

@@ -19,5 +19,6 @@ mod spec;
 pub use error::ShellError;
 pub use executor::{BoxFuture, Interpreter, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 pub use job::JobHandle;
+pub use output::denied_path;
 pub use output::{CapturedOutput, OutputLimits};
-pub use spec::{ExitFacts, SandboxFacts, ShellRequest, ShellResult, ShellSpec, Stdin};
+pub use spec::{Command, ExitFacts, SandboxFacts, ShellRequest, ShellResult, ShellSpec, Stdin};

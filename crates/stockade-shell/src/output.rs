@@ -6,6 +6,7 @@
 //! streams.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 
 use stockade_core::RunnerFailureRule;
 
@@ -111,6 +112,7 @@ pub(crate) struct Scanner {
     denial_signatures: Vec<String>,
     rules: Vec<RunnerFailureRule>,
     denied: bool,
+    denied_paths: Vec<PathBuf>,
     /// The first fatal candidate per rule; its exit-code gate is applied at
     /// the end, when the status is known.
     fatal: Vec<Option<String>>,
@@ -121,8 +123,52 @@ pub(crate) struct Scanner {
 pub(crate) enum Verdict {
     /// The runner itself failed; this is its fatal line.
     RunnerFailed(String),
-    /// The command ran; `denied` when the kernel refused a file effect.
-    Ran { denied: bool },
+    /// The command ran; `denied` when the kernel refused a file effect, with
+    /// the paths the denied lines name.
+    Ran { denied: bool, paths: Vec<PathBuf> },
+}
+
+/// Denied paths kept per process: enough to report, bounded.
+const MAX_DENIED_PATHS: usize = 8;
+
+/// The path a denied line names, as tools print it:
+/// `bash: /p: Read-only file system`, `sh: 1: cannot create /p: Permission
+/// denied`, `touch: cannot touch '/p': Permission denied`,
+/// `PermissionError: [Errno 13] Permission denied: '/p'`.
+pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
+    let at = line.find(signature)?;
+    let quoted = |s: &str| -> Option<String> {
+        let s = s.trim();
+        let close = s.chars().last()?;
+        let open = match close {
+            '\'' | '"' => close,
+            '\u{2019}' => '\u{2018}',
+            _ => return None,
+        };
+        let body = &s[..s.len() - close.len_utf8()];
+        let start = body.rfind(open)? + open.len_utf8();
+        Some(body[start..].to_owned())
+    };
+    let before = line[..at].trim_end().trim_end_matches(':').trim_end();
+    let after = line[at + signature.len()..].trim_start_matches(':').trim();
+    let path = quoted(before).or_else(|| quoted(after)).or_else(|| {
+        let segment = before.rsplit(": ").next()?;
+        let bare = [
+            "cannot create ",
+            "cannot touch ",
+            "cannot open ",
+            "can't create ",
+        ]
+        .iter()
+        .find_map(|verb| segment.strip_prefix(verb));
+        match bare {
+            Some(p) => Some(p.to_owned()),
+            // `bash: f: ...` names the path alone; prose has spaces.
+            None if !segment.contains(' ') && segment != before => Some(segment.to_owned()),
+            None => segment.find('/').map(|i| segment[i..].to_owned()),
+        }
+    })?;
+    (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
 impl Scanner {
@@ -133,6 +179,7 @@ impl Scanner {
             denial_signatures,
             rules,
             denied: false,
+            denied_paths: Vec::new(),
             fatal,
         }
     }
@@ -159,13 +206,19 @@ impl Scanner {
     fn line(&mut self, raw: &[u8]) {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let line = String::from_utf8_lossy(raw);
-        if !self.denied
-            && self
-                .denial_signatures
-                .iter()
-                .any(|s| line.contains(s.as_str()))
+        if let Some(sig) = self
+            .denial_signatures
+            .iter()
+            .find(|s| line.contains(s.as_str()))
         {
             self.denied = true;
+            if self.denied_paths.len() < MAX_DENIED_PATHS {
+                if let Some(p) = denied_path(&line, sig) {
+                    if !self.denied_paths.contains(&p) {
+                        self.denied_paths.push(p);
+                    }
+                }
+            }
         }
         for (rule, found) in self.rules.iter().zip(self.fatal.iter_mut()) {
             if found.is_none() && rule.is_fatal_line(&line) {
@@ -189,6 +242,7 @@ impl Scanner {
             Some(line) => Verdict::RunnerFailed(line.clone()),
             None => Verdict::Ran {
                 denied: self.denied,
+                paths: self.denied_paths.clone(),
             },
         }
     }
@@ -251,7 +305,13 @@ mod tests {
         let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
         s.feed(b"touch: x: Permission de");
         s.feed(b"nied");
-        assert_eq!(s.verdict(Some(1)), Verdict::Ran { denied: true });
+        assert_eq!(
+            s.verdict(Some(1)),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![PathBuf::from("x")]
+            }
+        );
     }
 
     #[test]
@@ -259,7 +319,13 @@ mod tests {
         for code in [1, 2, 125] {
             let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
             s.feed(b"landlock-run: partial enforcement (older Landlock ABI)\n");
-            assert_eq!(s.verdict(Some(code)), Verdict::Ran { denied: false });
+            assert_eq!(
+                s.verdict(Some(code)),
+                Verdict::Ran {
+                    denied: false,
+                    paths: vec![]
+                }
+            );
         }
     }
 
@@ -273,7 +339,81 @@ mod tests {
         );
         let mut s = Scanner::new(vec!["Permission denied".into()], vec![landlock()]);
         s.feed(b"sh: 1: cannot create /x: Permission denied\nlandlock-run: oops\n");
-        assert_eq!(s.verdict(Some(3)), Verdict::Ran { denied: true });
+        assert_eq!(
+            s.verdict(Some(3)),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![PathBuf::from("/x")]
+            }
+        );
+    }
+
+    #[test]
+    fn denied_paths_are_read_from_common_shapes() {
+        let cases = [
+            (
+                "bash: /var/tmp/x y/f: Read-only file system",
+                "Read-only file system",
+                "/var/tmp/x y/f",
+            ),
+            (
+                "sh: 1: cannot create /etc/f: Permission denied",
+                "Permission denied",
+                "/etc/f",
+            ),
+            (
+                "touch: cannot touch '/etc/a b': Permission denied",
+                "Permission denied",
+                "/etc/a b",
+            ),
+            (
+                "mkdir: cannot create directory \u{2018}/x\u{2019}: Read-only file system",
+                "Read-only file system",
+                "/x",
+            ),
+            (
+                "PermissionError: [Errno 13] Permission denied: '/etc/p'",
+                "Permission denied",
+                "/etc/p",
+            ),
+            (
+                "bash: ./rel: Operation not permitted",
+                "Operation not permitted",
+                "./rel",
+            ),
+            (
+                "sh: 1: cannot create f: Read-only file system",
+                "Read-only file system",
+                "f",
+            ),
+            (
+                "bash: line 1: out.txt: Permission denied",
+                "Permission denied",
+                "out.txt",
+            ),
+            (
+                "cp: cannot create regular file '/o/x': Permission denied",
+                "Permission denied",
+                "/o/x",
+            ),
+        ];
+        for (line, sig, want) in cases {
+            assert_eq!(denied_path(line, sig), Some(PathBuf::from(want)), "{line}");
+        }
+        assert_eq!(denied_path("Permission denied", "Permission denied"), None);
+        assert_eq!(
+            denied_path("ssh: Permission denied (publickey)", "Permission denied"),
+            None
+        );
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![]);
+        s.feed(b"sh: 1: cannot create /a: Permission denied\nsh: 1: cannot create /a: Permission denied\n");
+        assert_eq!(
+            s.verdict(Some(2)),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![PathBuf::from("/a")]
+            }
+        );
     }
 
     #[test]
@@ -284,6 +424,12 @@ mod tests {
             assert!(s.carry.len() <= MAX_LINE + 10_000);
         }
         s.feed(b"Read-only file system\n");
-        assert_eq!(s.verdict(Some(1)), Verdict::Ran { denied: true });
+        assert_eq!(
+            s.verdict(Some(1)),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![]
+            }
+        );
     }
 }

@@ -30,6 +30,7 @@ pub(crate) struct Wrap {
     pub enforcement: Option<Enforcement>,
     pub denial_signatures: Vec<String>,
     pub rules: Vec<RunnerFailureRule>,
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -187,7 +188,14 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
             Stdin::Null => Stdio::null(),
             Stdin::Inherit => Stdio::inherit(),
         })
-        .stdout(Stdio::piped())
+        // Passthrough hands stdout over untouched (a terminal stays a
+        // terminal for the command); stderr is always read, because that is
+        // where denials and runner failures show.
+        .stdout(if launch.passthrough {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        })
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     if launch.own_group {
@@ -211,8 +219,12 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     }));
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
-        let sink = launch.passthrough.then(tokio::io::stdout);
-        readers.push(tokio::spawn(read(out, shared.clone(), false, sink)));
+        readers.push(tokio::spawn(read(
+            out,
+            shared.clone(),
+            false,
+            None::<tokio::io::Stdout>,
+        )));
     }
     if let Some(err) = child.stderr.take() {
         let sink = launch.passthrough.then(tokio::io::stderr);
@@ -324,9 +336,9 @@ impl Running {
             let verdict = s.scanner.verdict(exit.code);
             (s.stdout.snapshot(), s.stderr.snapshot(), verdict)
         };
-        let (denied, runner_failure) = match verdict {
-            Verdict::RunnerFailed(line) => (false, Some(line)),
-            Verdict::Ran { denied } => (denied, None),
+        let (denied, denied_paths, runner_failure) = match verdict {
+            Verdict::RunnerFailed(line) => (false, vec![], Some(line)),
+            Verdict::Ran { denied, paths } => (denied, paths, None),
         };
         let sandbox = self.launch.wrap.as_ref().map(|w| SandboxFacts {
             mode: w.mode,
@@ -335,6 +347,8 @@ impl Running {
             denied,
             runner_failed: runner_failure.is_some(),
             runner_failure: runner_failure.clone(),
+            denied_paths: denied_paths.clone(),
+            writable_roots: w.writable_roots.clone(),
         });
         let backend = self.launch.wrap.as_ref().and_then(|w| w.backend);
         Settled {

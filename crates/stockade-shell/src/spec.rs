@@ -15,10 +15,20 @@ pub enum Stdin {
     Inherit,
 }
 
+/// What to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A command string handed to the executor's interpreter (`bash -c`).
+    Shell(String),
+    /// An argv run as is (`stockade exec -- CMD ARGS...`): no interpreter,
+    /// arguments byte for byte.
+    Argv(Vec<OsString>),
+}
+
 /// What a caller asks to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellRequest {
-    pub command: String,
+    pub command: Command,
     pub workdir: PathBuf,
     /// Added to (or overriding) the inherited environment.
     pub env: Vec<(OsString, OsString)>,
@@ -26,7 +36,8 @@ pub struct ShellRequest {
     /// A complete per-call policy; `None` takes the executor's default.
     pub policy: Option<ExecutionPolicy>,
     pub stdin: Stdin,
-    /// Copy output to this process's stdout/stderr as it arrives.
+    /// Hand the command this process's stdout and copy its stderr through
+    /// as it arrives (stdout is then not captured).
     pub passthrough: bool,
     /// Run in a process group of its own so a timeout or cancellation kills
     /// every descendant. A CLI running a command in the foreground of a
@@ -36,9 +47,17 @@ pub struct ShellRequest {
 
 impl ShellRequest {
     pub fn new(command: impl Into<String>, workdir: impl Into<PathBuf>) -> Self {
+        Self::of(Command::Shell(command.into()), workdir.into())
+    }
+
+    pub fn argv(argv: Vec<OsString>, workdir: impl Into<PathBuf>) -> Self {
+        Self::of(Command::Argv(argv), workdir.into())
+    }
+
+    fn of(command: Command, workdir: PathBuf) -> Self {
         Self {
-            command: command.into(),
-            workdir: workdir.into(),
+            command,
+            workdir,
             env: Vec::new(),
             timeout: None,
             policy: None,
@@ -101,6 +120,17 @@ pub struct SandboxFacts {
     /// The runner's fatal line when `runner_failed`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_failure: Option<String>,
+    /// Paths named on the denied lines, as far as they can be read there
+    /// (for reports; never acted on).
+    #[serde(serialize_with = "display_paths")]
+    pub denied_paths: Vec<PathBuf>,
+    /// What the wrap let the command write.
+    #[serde(serialize_with = "display_paths")]
+    pub writable_roots: Vec<PathBuf>,
+}
+
+fn display_paths<S: serde::Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(paths.iter().map(|p| p.display().to_string()))
 }
 
 /// The facts of one finished command.
@@ -109,7 +139,7 @@ pub struct ShellResult {
     pub exit: ExitFacts,
     pub stdout: CapturedOutput,
     pub stderr: CapturedOutput,
-    #[serde(serialize_with = "millis")]
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
     pub duration: Duration,
     pub timed_out: bool,
     pub cancelled: bool,

@@ -54,9 +54,16 @@ fn scratch() -> Scratch {
     Scratch { dir, ws, outside }
 }
 
+/// Written by a child process: a write fd held here while another test's
+/// spawn forks would make exec fail with ETXTBSY.
 fn script(dir: &Path, name: &str, body: &str, mode: u32) -> PathBuf {
     let p = dir.join(name);
-    fs::write(&p, body).unwrap();
+    let status = std::process::Command::new("/bin/sh")
+        .args(["-c", "printf '%s' \"$1\" > \"$2\"", "sh", body])
+        .arg(&p)
+        .status()
+        .unwrap();
+    assert!(status.success());
     fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
     p
 }
@@ -357,6 +364,12 @@ async fn real_runners_report_denials_exactly() {
             let f = r.sandbox.unwrap();
             assert_eq!(f.backend, Some(backend));
             assert_eq!(f.enforcement, Some(Enforcement::Full));
+            assert_eq!(f.denied_paths, std::slice::from_ref(&outside), "{backend}");
+            assert!(
+                f.writable_roots.contains(&s.ws),
+                "{backend}: {:?}",
+                f.writable_roots
+            );
         }
         assert!(!outside.exists());
 
