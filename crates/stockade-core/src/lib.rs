@@ -11,7 +11,9 @@ mod provider;
 mod runner_failure;
 pub mod texts;
 
-pub use mode::{ConfiningMode, Enforcement, ParseVocabularyError, SandboxMode};
+pub use mode::{
+    ApprovalOutcome, ApprovalPolicy, ConfiningMode, Enforcement, ParseVocabularyError, SandboxMode,
+};
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
     BackendAttempt, Confined, SANDBOX_UNAVAILABLE, SandboxProvider, SandboxUnavailable,

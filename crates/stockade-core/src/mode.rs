@@ -109,6 +109,27 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// Whether a session may ask the user to approve a wider retry.
+    ApprovalPolicy, "approval policy" {
+        Ask = "ask",
+        Never = "never",
+    }
+}
+
+vocabulary! {
+    /// How one approval request ended.
+    ApprovalOutcome, "approval outcome" {
+        /// The user allowed this one call; nothing is remembered.
+        AllowedOnce = "allowed-once",
+        Rejected = "rejected",
+        /// The request ended before anyone answered (the turn was cancelled).
+        Cancelled = "cancelled",
+        /// No one can be asked (policy `never`, or no answerer answered).
+        Unavailable = "unavailable",
+    }
+}
+
 impl SandboxMode {
     /// The next wider mode, or `None` at the widest.
     pub const fn wider(self) -> Option<SandboxMode> {
