@@ -94,7 +94,12 @@ fn provider(backend: BackendPreference) -> anyhow::Result<LocalProvider> {
         verdict_cache_dir: verdict_cache_dir(),
         ..Default::default()
     };
-    LocalProvider::new(settings).context("invalid sandbox settings")
+    let provider = LocalProvider::new(settings).context("invalid sandbox settings")?;
+    // The Windows restricted-token rung lives in its own crate; the provider
+    // serves it only on Windows and fails closed without it.
+    #[cfg(windows)]
+    let provider = provider.with_rung(stockade_windows::rung(None));
+    Ok(provider)
 }
 
 fn exit_code(exit: &ExitFacts) -> ExitCode {
