@@ -583,3 +583,65 @@ async fn the_unconfined_executor_says_so() {
     );
     let _ = ConfiningMode::ReadOnly;
 }
+
+/// Records what it was asked to confine and "runs" a PowerShell that was
+/// refused, as the Windows rung would report it.
+struct RecordingProvider(std::sync::Mutex<Vec<Vec<OsString>>>);
+impl SandboxProvider for RecordingProvider {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        _: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        self.0.lock().unwrap().push(argv.to_vec());
+        Ok(Confined {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo \"Set-Content: Access to the path 'C:\\\\x' is denied.\" >&2; exit 1".into(),
+            ],
+            backend: "restricted-token",
+            enforcement: Enforcement::Partial,
+            denial_signatures: vec![],
+            runner_failure_rules: vec![],
+            writable_roots: vec![],
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_powershell_twin_hands_over_pwsh_and_reads_its_dialect() {
+    let s = scratch();
+    let provider = Arc::new(RecordingProvider(Default::default()));
+    let exec = SandboxedExecutor::new(
+        provider.clone(),
+        ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &s.ws),
+    )
+    .with_interpreter(stockade_shell::Interpreter::pwsh());
+    let r = exec
+        .run(exec.resolve(ShellRequest::new("Set-Content C:\\x hi", &s.ws)))
+        .await
+        .unwrap();
+    assert_eq!(
+        provider.0.lock().unwrap().as_slice(),
+        [vec![
+            OsString::from("pwsh"),
+            "-NoProfile".into(),
+            "-Command".into(),
+            "Set-Content C:\\x hi".into()
+        ]]
+    );
+    let f = r.sandbox.unwrap();
+    assert!(f.denied, "the twin's own dialect marks the denial");
+    assert_eq!(f.enforcement, Some(Enforcement::Partial));
+    // bash does not speak that dialect.
+    let bash = SandboxedExecutor::new(
+        provider,
+        ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &s.ws),
+    );
+    let r = bash
+        .run(bash.resolve(ShellRequest::new("x", &s.ws)))
+        .await
+        .unwrap();
+    assert!(!r.sandbox.unwrap().denied);
+}
