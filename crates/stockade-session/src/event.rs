@@ -1,0 +1,327 @@
+use serde::{Deserialize, Serialize};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode};
+
+use crate::SessionId;
+
+/// Who a message is from, as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+    /// Harness-supplied context (e.g. the policy-context message).
+    Context,
+}
+
+/// Who set a knob. Recorded on the knob event so the log alone says why a
+/// session runs the way it does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum KnobSource {
+    Default,
+    User,
+    /// A permission preset, by its table name.
+    Preset {
+        name: String,
+    },
+    /// Copied from the parent at delegation ([`crate::SessionStore::create_child`]).
+    Delegated {
+        parent: SessionId,
+    },
+    Config,
+}
+
+/// One tool call the assistant asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model sent them (a JSON text), kept verbatim so
+    /// replay shows exactly what was asked.
+    pub arguments: String,
+}
+
+/// What happened in a session. Each domain owns its variants and its `type`
+/// tag; folds match only their own variant, so adding one leaves the others'
+/// code alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    #[serde(rename = "message")]
+    Message {
+        role: Role,
+        content: String,
+        /// Which component produced it (e.g. `sandbox:policy`), when not the
+        /// user or the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+    },
+    #[serde(rename = "assistant/tool-calls")]
+    AssistantToolCalls {
+        content: String,
+        #[serde(default)]
+        reasoning: Option<String>,
+        calls: Vec<ToolCall>,
+    },
+    #[serde(rename = "tool/result")]
+    ToolResult {
+        call_id: String,
+        tool: String,
+        content: String,
+        is_error: bool,
+    },
+    #[serde(rename = "approval/asked")]
+    ApprovalAsked {
+        call_id: String,
+        tool: String,
+        reason: String,
+        target: SandboxMode,
+    },
+    #[serde(rename = "approval/decided")]
+    ApprovalDecided {
+        call_id: String,
+        tool: String,
+        outcome: ApprovalOutcome,
+    },
+    /// The sandbox knob. The last one is the session's override.
+    #[serde(rename = "sandbox/mode")]
+    SandboxMode {
+        mode: SandboxMode,
+        source: KnobSource,
+    },
+    /// The approval knob. The last one is the session's override.
+    #[serde(rename = "approval/policy")]
+    ApprovalPolicy {
+        policy: ApprovalPolicy,
+        source: KnobSource,
+    },
+}
+
+impl Event {
+    /// The event's `type` tag, as written in the log.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            Event::Message { .. } => "message",
+            Event::AssistantToolCalls { .. } => "assistant/tool-calls",
+            Event::ToolResult { .. } => "tool/result",
+            Event::ApprovalAsked { .. } => "approval/asked",
+            Event::ApprovalDecided { .. } => "approval/decided",
+            Event::SandboxMode { .. } => "sandbox/mode",
+            Event::ApprovalPolicy { .. } => "approval/policy",
+        }
+    }
+}
+
+/// One line of the log after the header: an event, where it sits in the
+/// session (`seq`, 1-based and gap-free) and when it was appended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    pub at_unix_ms: u64,
+    pub event: Event,
+}
+
+/// One of every variant (and of every optional shape), for round-trip tests.
+#[cfg(test)]
+pub(crate) fn every_event() -> Vec<Event> {
+    let parent: SessionId = "00112233445566778899aabbccddeeff".parse().unwrap();
+    let mut events = vec![
+        Event::Message {
+            role: Role::User,
+            content: "hello \"quoted\"\nsecond line ✓".into(),
+            source: None,
+        },
+        Event::Message {
+            role: Role::Context,
+            content: "policy".into(),
+            source: Some("sandbox:policy".into()),
+        },
+        Event::Message {
+            role: Role::System,
+            content: String::new(),
+            source: None,
+        },
+        Event::AssistantToolCalls {
+            content: "running it".into(),
+            reasoning: Some("because".into()),
+            calls: vec![
+                ToolCall {
+                    id: "call-1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"touch x"}"#.into(),
+                },
+                ToolCall {
+                    id: "call-2".into(),
+                    name: "job_output".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+        },
+        Event::AssistantToolCalls {
+            content: String::new(),
+            reasoning: None,
+            calls: vec![],
+        },
+        Event::ToolResult {
+            call_id: "call-1".into(),
+            tool: "bash".into(),
+            content: "denied".into(),
+            is_error: true,
+        },
+        Event::Message {
+            role: Role::Assistant,
+            content: "done".into(),
+            source: None,
+        },
+    ];
+    for target in SandboxMode::ALL {
+        events.push(Event::ApprovalAsked {
+            call_id: "call-3".into(),
+            tool: "bash".into(),
+            reason: "needs to write".into(),
+            target: *target,
+        });
+    }
+    for outcome in ApprovalOutcome::ALL {
+        events.push(Event::ApprovalDecided {
+            call_id: "call-3".into(),
+            tool: "bash".into(),
+            outcome: *outcome,
+        });
+    }
+    let sources = [
+        KnobSource::Default,
+        KnobSource::User,
+        KnobSource::Preset {
+            name: "workspace-write".into(),
+        },
+        KnobSource::Delegated { parent },
+        KnobSource::Config,
+    ];
+    for (i, source) in sources.iter().enumerate() {
+        events.push(Event::SandboxMode {
+            mode: SandboxMode::ALL[i % SandboxMode::ALL.len()],
+            source: source.clone(),
+        });
+        events.push(Event::ApprovalPolicy {
+            policy: ApprovalPolicy::ALL[i % ApprovalPolicy::ALL.len()],
+            source: source.clone(),
+        });
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    #[test]
+    fn every_variant_round_trips_and_tags_itself_with_kind() {
+        for event in every_event() {
+            let json = serde_json::to_string(&event).unwrap();
+            assert!(!json.contains('\n'), "one event is one line: {json}");
+            let back: Event = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, event);
+            let value: Value = serde_json::from_str(&json).unwrap();
+            assert_eq!(value["type"], event.kind());
+        }
+    }
+
+    #[test]
+    fn the_wire_format_is_pinned() {
+        let parent: SessionId = "00112233445566778899aabbccddeeff".parse().unwrap();
+        let cases = [
+            (
+                Event::Message {
+                    role: Role::User,
+                    content: "hi".into(),
+                    source: None,
+                },
+                json!({"type": "message", "role": "user", "content": "hi"}),
+            ),
+            (
+                Event::SandboxMode {
+                    mode: SandboxMode::ReadOnly,
+                    source: KnobSource::Delegated { parent },
+                },
+                json!({"type": "sandbox/mode", "mode": "read-only",
+                       "source": {"kind": "delegated", "parent": "00112233445566778899aabbccddeeff"}}),
+            ),
+            (
+                Event::ApprovalPolicy {
+                    policy: ApprovalPolicy::Never,
+                    source: KnobSource::Preset {
+                        name: "danger-full-access".into(),
+                    },
+                },
+                json!({"type": "approval/policy", "policy": "never",
+                       "source": {"kind": "preset", "name": "danger-full-access"}}),
+            ),
+            (
+                Event::ApprovalDecided {
+                    call_id: "c".into(),
+                    tool: "bash".into(),
+                    outcome: ApprovalOutcome::AllowedOnce,
+                },
+                json!({"type": "approval/decided", "call_id": "c", "tool": "bash", "outcome": "allowed-once"}),
+            ),
+            (
+                Event::AssistantToolCalls {
+                    content: String::new(),
+                    reasoning: None,
+                    calls: vec![],
+                },
+                json!({"type": "assistant/tool-calls", "content": "", "reasoning": null, "calls": []}),
+            ),
+        ];
+        for (event, expected) in cases {
+            assert_eq!(serde_json::to_value(&event).unwrap(), expected);
+            assert_eq!(serde_json::from_value::<Event>(expected).unwrap(), event);
+        }
+        // Optional fields may be absent on input.
+        let e: Event = serde_json::from_value(
+            json!({"type": "assistant/tool-calls", "content": "x", "calls": []}),
+        )
+        .unwrap();
+        assert_eq!(
+            e,
+            Event::AssistantToolCalls {
+                content: "x".into(),
+                reasoning: None,
+                calls: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn values_outside_a_vocabulary_are_rejected_listing_the_valid_ones() {
+        let err = serde_json::from_value::<Event>(json!({
+            "type": "sandbox/mode", "mode": "yolo", "source": {"kind": "user"}
+        }))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("expected one of read-only, workspace-write, danger-full-access"),
+            "{err}"
+        );
+        let err = serde_json::from_value::<Event>(json!({
+            "type": "approval/policy", "policy": "always", "source": {"kind": "user"}
+        }))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("expected one of ask, never"),
+            "{err}"
+        );
+        assert!(
+            serde_json::from_value::<Event>(json!({"type": "sandbox/nope", "mode": "read-only"}))
+                .is_err()
+        );
+        assert!(
+            serde_json::from_value::<KnobSource>(json!({"kind": "delegated", "parent": "nope"}))
+                .is_err()
+        );
+    }
+}
