@@ -1,0 +1,114 @@
+//! The approval seam: one question (may this call run wider?), an ordered
+//! chain of answerers where the first answer wins, and an audit pair in the
+//! session log for every ask.
+
+use std::sync::Arc;
+
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode};
+use stockade_session::{Event, Session, SessionError};
+use stockade_shell::BoxFuture;
+
+/// What the user is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub session: stockade_session::SessionId,
+    pub tool: String,
+    pub call_id: String,
+    /// The model's justification, shown to the user.
+    pub reason: String,
+    /// The mode the call would run under if allowed.
+    pub target: SandboxMode,
+    /// What would run (the command, or the path for a file tool).
+    pub subject: String,
+}
+
+/// One link of the chain. `None` passes the question on.
+pub trait Answerer: Send + Sync {
+    fn answer<'a>(&'a self, request: &'a ApprovalRequest)
+    -> BoxFuture<'a, Option<ApprovalOutcome>>;
+}
+
+/// An answerer that always gives the same answer (policy answerers, tests).
+#[derive(Debug, Clone, Copy)]
+pub struct Fixed(pub ApprovalOutcome);
+
+impl Answerer for Fixed {
+    fn answer<'a>(&'a self, _: &'a ApprovalRequest) -> BoxFuture<'a, Option<ApprovalOutcome>> {
+        Box::pin(async move { Some(self.0) })
+    }
+}
+
+/// Rejects requests whose subject contains any of these texts and passes
+/// the rest on: a deployment prepends it before the UI answerer.
+#[derive(Debug, Clone)]
+pub struct RejectMatching(pub Vec<String>);
+
+impl Answerer for RejectMatching {
+    fn answer<'a>(&'a self, r: &'a ApprovalRequest) -> BoxFuture<'a, Option<ApprovalOutcome>> {
+        let hit = self.0.iter().any(|p| r.subject.contains(p.as_str()));
+        Box::pin(async move { hit.then_some(ApprovalOutcome::Rejected) })
+    }
+}
+
+#[derive(Clone)]
+pub struct ApprovalService {
+    answerers: Vec<Arc<dyn Answerer>>,
+    default_policy: ApprovalPolicy,
+}
+
+impl std::fmt::Debug for ApprovalService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalService")
+            .field("answerers", &self.answerers.len())
+            .field("default_policy", &self.default_policy)
+            .finish()
+    }
+}
+
+impl ApprovalService {
+    pub fn new(default_policy: ApprovalPolicy, answerers: Vec<Arc<dyn Answerer>>) -> Self {
+        Self {
+            answerers,
+            default_policy,
+        }
+    }
+
+    pub fn default_policy(&self) -> ApprovalPolicy {
+        self.default_policy
+    }
+
+    /// The session's effective policy: its override ?? the configured default.
+    pub fn policy(&self, session: &Session) -> ApprovalPolicy {
+        session.approval_policy(self.default_policy)
+    }
+
+    /// Ask, record the ask and the decision, and return the outcome. Under
+    /// policy `never` no answerer is consulted.
+    pub async fn ask(
+        &self,
+        session: &Session,
+        request: &ApprovalRequest,
+    ) -> Result<ApprovalOutcome, SessionError> {
+        session.append(Event::ApprovalAsked {
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            reason: request.reason.clone(),
+            target: request.target,
+        })?;
+        let mut outcome = ApprovalOutcome::Unavailable;
+        if self.policy(session) == ApprovalPolicy::Ask {
+            for a in &self.answerers {
+                if let Some(o) = a.answer(request).await {
+                    outcome = o;
+                    break;
+                }
+            }
+        }
+        session.append(Event::ApprovalDecided {
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            outcome,
+        })?;
+        Ok(outcome)
+    }
+}

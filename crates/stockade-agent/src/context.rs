@@ -1,0 +1,130 @@
+//! The policy-context message: before each model step, one complete, sourced
+//! statement of the current sandbox and approval policy. It is reconciled
+//! against what the session already shows; history is never rewritten.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use stockade_core::{ApprovalPolicy, SandboxMode};
+use stockade_session::{Event, Record, Role, Session, SessionError};
+
+use crate::approval::ApprovalService;
+use crate::policy::PolicyService;
+
+/// The `source` of every policy-context message.
+pub const SOURCE: &str = "sandbox:policy";
+
+#[derive(Clone)]
+pub struct PolicyContext {
+    policy: Arc<PolicyService>,
+    approval: Option<Arc<ApprovalService>>,
+    confines: bool,
+    files_fenced: bool,
+}
+
+impl PolicyContext {
+    pub fn new(
+        policy: Arc<PolicyService>,
+        approval: Option<Arc<ApprovalService>>,
+        confines: bool,
+    ) -> Self {
+        Self {
+            policy,
+            approval,
+            confines,
+            files_fenced: false,
+        }
+    }
+
+    /// The in-process file tools obey the same policy (a fenced file system
+    /// is mounted), so the message may say so.
+    pub fn with_fenced_files(mut self, fenced: bool) -> Self {
+        self.files_fenced = fenced;
+        self
+    }
+
+    /// The complete message for the session's current state.
+    pub fn render(&self, session: &Session) -> String {
+        let mut m = String::from(
+            "[sandbox:policy] Current policy for this session. It supersedes every earlier policy message.\n",
+        );
+        if !self.confines {
+            m.push_str("Sandbox: none. Commands are not sandboxed in this deployment; no escalation exists.\n");
+            return m;
+        }
+        let mode = self.policy.effective_mode(Some(session));
+        let source = match session.sandbox_override() {
+            Some(_) => "set for this session",
+            None => "configured default",
+        };
+        let _ = writeln!(m, "Sandbox mode: {mode} ({source}).");
+        let root = self.policy.workspace_root(Some(session));
+        let who = if self.files_fenced {
+            "Commands and file edits"
+        } else {
+            "Commands"
+        };
+        let _ = match mode {
+            SandboxMode::ReadOnly => writeln!(
+                m,
+                "  {who} may write only /dev/null; every other write is refused."
+            ),
+            SandboxMode::WorkspaceWrite => writeln!(
+                m,
+                "  {who} may write only under {}, /tmp and $TMPDIR (and /dev/null); other writes are refused.",
+                root.display()
+            ),
+            SandboxMode::DangerFullAccess => writeln!(
+                m,
+                "  {who} are not confined: any write this user account may make is allowed."
+            ),
+        };
+        let Some(approval) = &self.approval else {
+            m.push_str("Approval: none configured. A request for a wider retry fails; a denied command stays denied.\n");
+            return m;
+        };
+        let policy = approval.policy(session);
+        let source = match session.approval_override() {
+            Some(_) => "set for this session",
+            None => "configured default",
+        };
+        let _ = writeln!(m, "Approval policy: {policy} ({source}).");
+        let _ = match policy {
+            ApprovalPolicy::Ask => writeln!(
+                m,
+                "  After a denial you may retry the same command once with sandbox_permissions and a justification; the user approves or rejects that one retry."
+            ),
+            ApprovalPolicy::Never => writeln!(
+                m,
+                "  No wider retry can be approved in this session; a denied command stays denied."
+            ),
+        };
+        m
+    }
+
+    /// Append one superseding snapshot when what the session last showed
+    /// differs from the current state; otherwise add nothing.
+    pub fn reconcile(&self, session: &Session) -> Result<Option<Record>, SessionError> {
+        let desired = self.render(session);
+        let shown = session.with_records(|records| {
+            records.iter().rev().find_map(|r| match &r.event {
+                Event::Message {
+                    source: Some(s),
+                    content,
+                    ..
+                } if s == SOURCE => Some(content.clone()),
+                _ => None,
+            })
+        });
+        if shown.as_deref() == Some(desired.as_str()) {
+            return Ok(None);
+        }
+        session
+            .append(Event::Message {
+                role: Role::Context,
+                content: desired,
+                source: Some(SOURCE.to_owned()),
+            })
+            .map(Some)
+    }
+}

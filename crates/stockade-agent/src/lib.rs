@@ -1,0 +1,21 @@
+//! The agent layer: the approval seam, per-session policy resolution, the
+//! bash tool with one approved wider retry, the policy-context message and
+//! permission presets.
+#![forbid(unsafe_code)]
+
+pub mod approval;
+pub mod context;
+pub mod escalation;
+pub mod policy;
+pub mod presets;
+pub mod tool;
+pub mod tools;
+
+pub use approval::{Answerer, ApprovalRequest, ApprovalService, Fixed, RejectMatching};
+pub use context::PolicyContext;
+pub use escalation::EscalationGate;
+pub use policy::PolicyService;
+pub use presets::{Preset, PresetError, PresetService};
+pub use tool::{Tool, ToolContext, ToolOutput};
+pub use tools::bash::BashTool;
+pub use tools::job_output::JobOutputTool;
