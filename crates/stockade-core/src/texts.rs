@@ -30,7 +30,8 @@ pub fn rejected(target: SandboxMode) -> String {
 }
 
 /// Follows [`rejected`].
-pub const REJECTED_NO_REASK: &str = "Do not ask again for this command; continue without it or ask the user what to do.";
+pub const REJECTED_NO_REASK: &str =
+    "Do not ask again for this command; continue without it or ask the user what to do.";
 
 pub fn cancelled(target: SandboxMode) -> String {
     format!(
