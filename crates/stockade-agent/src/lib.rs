@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+pub mod config;
 pub mod context;
 pub mod escalation;
 pub mod policy;
@@ -18,4 +19,5 @@ pub use policy::PolicyService;
 pub use presets::{Preset, PresetError, PresetService};
 pub use tool::{Tool, ToolContext, ToolOutput};
 pub use tools::bash::BashTool;
+pub use tools::files::{EditTool, ReadTool, WriteTool};
 pub use tools::job_output::JobOutputTool;

@@ -1,4 +1,5 @@
 pub mod bash;
+pub mod files;
 pub mod job_output;
 
 use std::fmt::Write as _;

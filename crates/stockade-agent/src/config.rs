@@ -1,0 +1,375 @@
+//! `stockade.toml`: which capabilities a deployment mounts. Whether to
+//! sandbox, and with what, is configuration, never code. Every
+//! misconfiguration fails at load, naming the file, the key and what is
+//! valid.
+
+use std::path::{Path, PathBuf};
+
+use stockade_core::{ApprovalPolicy, SandboxMode};
+
+/// Overrides the configured default mode (a value of the mode vocabulary).
+pub const ENV_MODE: &str = "STOCKADE_MODE";
+/// The config file to load instead of `./stockade.toml`.
+pub const ENV_CONFIG: &str = "STOCKADE_CONFIG";
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The sandbox provider; absent means none is mounted.
+    pub sandbox: Option<SandboxSection>,
+    #[serde(default)]
+    pub policy: PolicySection,
+    #[serde(default)]
+    pub bash: BashSection,
+    #[serde(default)]
+    pub fs: FsSection,
+    /// The approval seam; absent means escalations fail closed.
+    pub approval: Option<ApprovalSection>,
+    /// Permission presets; absent means none.
+    pub presets: Option<PresetsSection>,
+    #[serde(default)]
+    pub model: ModelSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    pub bwrap_path: Option<PathBuf>,
+    pub launcher_path: Option<PathBuf>,
+    /// An operator-asserted bwrap-compatible runner (argv).
+    pub runner_command: Option<Vec<String>>,
+    #[serde(default)]
+    pub runner_failure_signatures: Vec<String>,
+    pub probe_timeout_ms: Option<u64>,
+}
+
+fn default_backend() -> String {
+    "auto".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    #[serde(default = "default_mode")]
+    pub mode: SandboxMode,
+    /// The workspace root of a call that has no session (relative to the
+    /// config file's directory); sessions use their own cwd.
+    pub workspace_root: Option<PathBuf>,
+}
+
+fn default_mode() -> SandboxMode {
+    SandboxMode::WorkspaceWrite
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        Self {
+            mode: default_mode(),
+            workspace_root: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Implementation {
+    #[default]
+    Sandboxed,
+    Local,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashSection {
+    #[serde(default)]
+    pub executor: Implementation,
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsSection {
+    #[serde(default)]
+    pub provider: Implementation,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSection {
+    #[serde(default = "default_approval")]
+    pub policy: ApprovalPolicy,
+}
+
+fn default_approval() -> ApprovalPolicy {
+    ApprovalPolicy::Ask
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetsSection {
+    /// The table; empty means the default table.
+    #[serde(default)]
+    pub preset: Vec<crate::presets::Preset>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    #[serde(default = "default_base_url")]
+    pub base_url: String,
+    #[serde(default = "default_model")]
+    pub model: String,
+    #[serde(default = "default_key_env")]
+    pub api_key_env: String,
+    pub timeout_ms: Option<u64>,
+    pub max_retries: Option<u32>,
+    pub max_steps: Option<u32>,
+}
+
+fn default_base_url() -> String {
+    "https://api.deepseek.com".into()
+}
+fn default_model() -> String {
+    "deepseek-chat".into()
+}
+fn default_key_env() -> String {
+    "DEEPSEEK_API_KEY".into()
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        Self {
+            base_url: default_base_url(),
+            model: default_model(),
+            api_key_env: default_key_env(),
+            timeout_ms: None,
+            max_retries: None,
+            max_steps: None,
+        }
+    }
+}
+
+/// A configuration that cannot be composed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}: cannot read: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", .path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("{}: {key}: {message}", .path.display())]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
+    #[error("environment variable {var}: {message}")]
+    Env { var: &'static str, message: String },
+}
+
+impl Config {
+    /// Parse and validate one file's text.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// The file to load: `$STOCKADE_CONFIG`, else `./stockade.toml`.
+    pub fn default_path() -> PathBuf {
+        std::env::var_os(ENV_CONFIG)
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| PathBuf::from("stockade.toml"), PathBuf::from)
+    }
+
+    /// Apply `$STOCKADE_MODE` over the configured default mode.
+    pub fn apply_env(&mut self) -> Result<(), ConfigError> {
+        if let Some(v) = std::env::var_os(ENV_MODE) {
+            let text = v.to_str().ok_or(ConfigError::Env {
+                var: ENV_MODE,
+                message: "is not valid UTF-8".into(),
+            })?;
+            self.policy.mode = text
+                .parse()
+                .map_err(|e: stockade_core::ParseVocabularyError| ConfigError::Env {
+                    var: ENV_MODE,
+                    message: e.to_string(),
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Whether the mounted executor confines (the escalation fields exist).
+    pub fn confines(&self) -> bool {
+        self.bash.executor == Implementation::Sandboxed
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: key.to_owned(),
+            message,
+        };
+        if self.bash.executor == Implementation::Sandboxed && self.sandbox.is_none() {
+            return Err(invalid(
+                "bash.executor",
+                "\"sandboxed\" needs a [sandbox] section (or set executor = \"local\" to run unconfined)".into(),
+            ));
+        }
+        if let Some(s) = &self.sandbox {
+            if let Err(e) = s.backend.parse::<stockade_local::BackendPreference>() {
+                return Err(invalid("sandbox.backend", e.to_string()));
+            }
+            if let Some(rc) = &s.runner_command {
+                let rc = stockade_local::RunnerCommand::new(
+                    rc.iter().map(Into::into).collect(),
+                    s.runner_failure_signatures.clone(),
+                );
+                if let Err(e) = rc {
+                    return Err(invalid("sandbox", e.to_string()));
+                }
+            } else if !s.runner_failure_signatures.is_empty() {
+                return Err(invalid(
+                    "sandbox.runner_failure_signatures",
+                    "only means something with sandbox.runner_command".into(),
+                ));
+            }
+            if s.probe_timeout_ms == Some(0) {
+                return Err(invalid(
+                    "sandbox.probe_timeout_ms",
+                    "must be greater than zero".into(),
+                ));
+            }
+        }
+        if self.presets.is_some() {
+            if self.approval.is_none() {
+                return Err(invalid(
+                    "presets",
+                    "permission presets need an [approval] section".into(),
+                ));
+            }
+            if !self.confines() {
+                return Err(invalid(
+                    "presets",
+                    "permission presets need a confining executor (bash.executor = \"sandboxed\")"
+                        .into(),
+                ));
+            }
+        }
+        if self.bash.timeout_ms == Some(0) {
+            return Err(invalid(
+                "bash.timeout_ms",
+                "must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse(Path::new("/etc/stockade.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_full_composition_loads() {
+        let c = Config::parse(
+            Path::new("stockade.toml"),
+            r#"
+            [sandbox]
+            backend = "landlock"
+            [policy]
+            mode = "read-only"
+            [bash]
+            executor = "sandboxed"
+            timeout_ms = 5000
+            [fs]
+            provider = "sandboxed"
+            [approval]
+            policy = "ask"
+            [presets]
+            [model]
+            model = "deepseek-reasoner"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.policy.mode, SandboxMode::ReadOnly);
+        assert!(c.confines());
+        assert_eq!(c.model.api_key_env, "DEEPSEEK_API_KEY");
+    }
+
+    #[test]
+    fn opt_out_is_configuration_only() {
+        let c = Config::parse(
+            Path::new("s.toml"),
+            "[bash]\nexecutor = \"local\"\n[fs]\nprovider = \"local\"\n",
+        )
+        .unwrap();
+        assert!(!c.confines());
+        assert!(c.sandbox.is_none() && c.approval.is_none());
+    }
+
+    #[test]
+    fn misconfigurations_fail_at_load_naming_file_key_and_values() {
+        let cases = [
+            ("unknown key", "[sandbox]\nbakend = \"auto\"\n"),
+            ("unknown section", "[sandbx]\n"),
+            (
+                "mode outside the vocabulary",
+                "[sandbox]\n[policy]\nmode = \"full\"\n",
+            ),
+            (
+                "approval outside the vocabulary",
+                "[sandbox]\n[approval]\npolicy = \"maybe\"\n",
+            ),
+            ("bad backend", "[sandbox]\nbackend = \"firejail\"\n"),
+            (
+                "executor outside the vocabulary",
+                "[sandbox]\n[bash]\nexecutor = \"docker\"\n",
+            ),
+            (
+                "sandboxed executor without a provider",
+                "[bash]\nexecutor = \"sandboxed\"\n",
+            ),
+            ("presets without approval", "[sandbox]\n[presets]\n"),
+            (
+                "presets without a confining executor",
+                "[approval]\n[presets]\n[bash]\nexecutor = \"local\"\n",
+            ),
+            (
+                "multi-line runner signature",
+                "[sandbox]\nrunner_command = [\"/bin/fake\"]\nrunner_failure_signatures = [\"a\\nb\"]\n",
+            ),
+            (
+                "signatures without runner_command",
+                "[sandbox]\nrunner_failure_signatures = [\"x\"]\n",
+            ),
+            ("empty runner_command", "[sandbox]\nrunner_command = []\n"),
+        ];
+        let text: Vec<String> = cases
+            .iter()
+            .map(|(what, toml)| format!("{what}:\n{}", err(toml)))
+            .collect();
+        insta::assert_snapshot!(text.join("\n\n"));
+    }
+}
