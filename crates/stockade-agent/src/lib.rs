@@ -3,10 +3,12 @@
 //! permission presets.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod approval;
 pub mod config;
 pub mod context;
 pub mod escalation;
+pub mod model;
 pub mod policy;
 pub mod presets;
 pub mod tool;

@@ -1,0 +1,314 @@
+//! The agent loop: per prompt, model step -> tool calls -> results until the
+//! model ends its turn or the step limit is hit. Before each step the
+//! policy-context reconciliation runs. Everything goes to the session log,
+//! and each request is rebuilt from the log alone, so a session resumes from
+//! its log with nothing else.
+
+use std::sync::Arc;
+
+use stockade_session::{Event, Record, Role, Session, SessionError, ToolCall};
+use tokio::sync::watch;
+
+use crate::context::PolicyContext;
+use crate::model::{ChatMessage, Delta, ModelClient, ModelError, ModelToolCall, ToolSpec};
+use crate::tool::{Tool, ToolContext, ToolOutput};
+
+/// Marks messages the loop itself wrote (errors, cancellations).
+pub const SOURCE_AGENT: &str = "stockade:agent";
+
+/// What the loop reports while it runs (an editor's UI, a CLI).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentUpdate {
+    Text(String),
+    Reasoning(String),
+    ToolCallStarted {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolCallFinished {
+        id: String,
+        name: String,
+        output: ToolOutput,
+    },
+}
+
+pub trait Observer: Send + Sync {
+    fn update(&self, session: &Session, update: AgentUpdate);
+}
+
+/// Ignores every update.
+pub struct Silent;
+impl Observer for Silent {
+    fn update(&self, _: &Session, _: AgentUpdate) {}
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxSteps,
+    Cancelled,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// Cancels one running prompt: the model request is dropped and running
+/// tool processes are killed (their process groups go with the futures).
+#[derive(Clone, Debug)]
+pub struct Cancel(watch::Sender<bool>);
+
+impl Default for Cancel {
+    fn default() -> Self {
+        Self(watch::channel(false).0)
+    }
+}
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    async fn cancelled(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in self, so wait_for only ends by the flag.
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+pub struct Agent {
+    model: Arc<dyn ModelClient>,
+    tools: Vec<Arc<dyn Tool>>,
+    context: PolicyContext,
+    system_prompt: String,
+    max_steps: u32,
+}
+
+/// The stable system prompt. It deliberately does not state the sandbox mode:
+/// with the mode in every request the model stopped attempting commands that
+/// might be denied (the seed's measurement); the sourced policy-context
+/// message and the denial marker carry the policy where it matters.
+pub const SYSTEM_PROMPT: &str = "You are a coding agent working in the user's workspace. Use the tools to inspect and change files and to run commands. Attempt the commands the task needs. When a result reports a sandbox denial, follow its instructions exactly.";
+
+impl Agent {
+    pub fn new(
+        model: Arc<dyn ModelClient>,
+        tools: Vec<Arc<dyn Tool>>,
+        context: PolicyContext,
+    ) -> Self {
+        Self {
+            model,
+            tools,
+            context,
+            system_prompt: SYSTEM_PROMPT.into(),
+            max_steps: 32,
+        }
+    }
+
+    pub fn with_max_steps(mut self, n: u32) -> Self {
+        self.max_steps = n.max(1);
+        self
+    }
+
+    pub fn with_system_prompt(mut self, p: impl Into<String>) -> Self {
+        self.system_prompt = p.into();
+        self
+    }
+
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
+    }
+
+    /// The request the model sees, rebuilt from the log.
+    pub fn messages(&self, records: &[Record]) -> Vec<ChatMessage> {
+        let mut out = vec![ChatMessage::system(self.system_prompt.clone())];
+        for r in records {
+            match &r.event {
+                Event::Message { role, content, .. } => out.push(match role {
+                    Role::User => ChatMessage::user(content.clone()),
+                    Role::Assistant => ChatMessage::assistant(content.clone()),
+                    Role::System | Role::Context => ChatMessage::system(content.clone()),
+                }),
+                Event::AssistantToolCalls {
+                    content,
+                    reasoning,
+                    calls,
+                } => out.push(ChatMessage::assistant_tool_calls(
+                    content.clone(),
+                    reasoning.clone(),
+                    calls
+                        .iter()
+                        .map(|c| ModelToolCall::new(&c.id, &c.name, &c.arguments))
+                        .collect(),
+                )),
+                Event::ToolResult {
+                    call_id, content, ..
+                } => out.push(ChatMessage::tool(call_id.clone(), content.clone())),
+                // Audit and knob events are for people and folds, not the model.
+                Event::ApprovalAsked { .. }
+                | Event::ApprovalDecided { .. }
+                | Event::SandboxMode { .. }
+                | Event::ApprovalPolicy { .. } => {}
+            }
+        }
+        out
+    }
+
+    fn note(&self, session: &Session, text: String) -> Result<(), SessionError> {
+        session
+            .append(Event::Message {
+                role: Role::System,
+                content: text,
+                source: Some(SOURCE_AGENT.into()),
+            })
+            .map(|_| ())
+    }
+
+    /// Run one prompt to the end of the model's turn.
+    pub async fn prompt(
+        &self,
+        session: &Session,
+        text: &str,
+        observer: &dyn Observer,
+        cancel: &Cancel,
+    ) -> Result<StopReason, AgentError> {
+        session.append(Event::Message {
+            role: Role::User,
+            content: text.into(),
+            source: None,
+        })?;
+        let specs: Vec<ToolSpec> = self
+            .tools
+            .iter()
+            .map(|t| ToolSpec::of(t.as_ref()))
+            .collect();
+        for _ in 0..self.max_steps {
+            if cancel.is_cancelled() {
+                return Ok(StopReason::Cancelled);
+            }
+            self.context.reconcile(session)?;
+            let messages = session.with_records(|r| self.messages(r));
+            let on_delta = |d: Delta| match d {
+                Delta::Content(t) => observer.update(session, AgentUpdate::Text(t)),
+                Delta::Reasoning(t) => observer.update(session, AgentUpdate::Reasoning(t)),
+            };
+            let turn = tokio::select! {
+                t = self.model.complete(&messages, &specs, &on_delta) => t,
+                _ = cancel.cancelled() => {
+                    self.note(session, "the user cancelled this turn".into())?;
+                    return Ok(StopReason::Cancelled);
+                }
+            };
+            let turn = match turn {
+                Ok(t) => t,
+                Err(e) => {
+                    // The session shows what went wrong; the caller gets it too.
+                    self.note(session, format!("model error: {e}"))?;
+                    return Err(e.into());
+                }
+            };
+            if turn.tool_calls.is_empty() {
+                session.append(Event::Message {
+                    role: Role::Assistant,
+                    content: turn.content,
+                    source: None,
+                })?;
+                return Ok(StopReason::EndTurn);
+            }
+            session.append(Event::AssistantToolCalls {
+                content: turn.content.clone(),
+                reasoning: turn.reasoning.clone(),
+                calls: turn
+                    .tool_calls
+                    .iter()
+                    .map(|c| ToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    })
+                    .collect(),
+            })?;
+            for call in &turn.tool_calls {
+                let output = if cancel.is_cancelled() {
+                    ToolOutput::error("cancelled before it ran")
+                } else {
+                    observer.update(
+                        session,
+                        AgentUpdate::ToolCallStarted {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        },
+                    );
+                    tokio::select! {
+                        o = self.call_tool(session, call) => o,
+                        _ = cancel.cancelled() => ToolOutput::error("cancelled: the tool's processes were killed"),
+                    }
+                };
+                // Every call gets its result, so the log always replays into
+                // a request the API accepts.
+                session.append(Event::ToolResult {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    content: output.content.clone(),
+                    is_error: output.is_error,
+                })?;
+                observer.update(
+                    session,
+                    AgentUpdate::ToolCallFinished {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        output,
+                    },
+                );
+            }
+            if cancel.is_cancelled() {
+                return Ok(StopReason::Cancelled);
+            }
+        }
+        self.note(
+            session,
+            format!("stopped after {} model steps", self.max_steps),
+        )?;
+        Ok(StopReason::MaxSteps)
+    }
+
+    async fn call_tool(&self, session: &Session, call: &ModelToolCall) -> ToolOutput {
+        let Some(tool) = self.tools.iter().find(|t| t.name() == call.name) else {
+            let names: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+            return ToolOutput::error(format!(
+                "no tool named {:?}; tools: {}",
+                call.name,
+                names.join(", ")
+            ));
+        };
+        let args: serde_json::Value =
+            match serde_json::from_str(if call.arguments.trim().is_empty() {
+                "{}"
+            } else {
+                &call.arguments
+            }) {
+                Ok(v) => v,
+                Err(e) => {
+                    return ToolOutput::error(format!(
+                        "arguments for {} are not valid JSON: {e}",
+                        call.name
+                    ));
+                }
+            };
+        let ctx = ToolContext {
+            session: Some(session.clone()),
+            call_id: call.id.clone(),
+        };
+        tool.call(&ctx, args).await
+    }
+}
