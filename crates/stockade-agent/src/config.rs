@@ -12,7 +12,7 @@ pub const ENV_MODE: &str = "STOCKADE_MODE";
 /// The config file to load instead of `./stockade.toml`.
 pub const ENV_CONFIG: &str = "STOCKADE_CONFIG";
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The sandbox provider; absent means none is mounted.
@@ -27,8 +27,32 @@ pub struct Config {
     pub approval: Option<ApprovalSection>,
     /// Permission presets; absent means none.
     pub presets: Option<PresetsSection>,
+    /// The model endpoint (`base_url`, `model`, `api_key_env`, `timeout`
+    /// in seconds, `max_retries`, `stream`).
     #[serde(default)]
-    pub model: ModelSection,
+    pub model: crate::model::ModelConfig,
+    #[serde(default)]
+    pub agent: AgentSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Model steps per prompt before the loop stops.
+    #[serde(default = "default_max_steps")]
+    pub max_steps: u32,
+}
+
+fn default_max_steps() -> u32 {
+    32
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        Self {
+            max_steps: default_max_steps(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -112,43 +136,6 @@ pub struct PresetsSection {
     /// The table; empty means the default table.
     #[serde(default)]
     pub preset: Vec<crate::presets::Preset>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelSection {
-    #[serde(default = "default_base_url")]
-    pub base_url: String,
-    #[serde(default = "default_model")]
-    pub model: String,
-    #[serde(default = "default_key_env")]
-    pub api_key_env: String,
-    pub timeout_ms: Option<u64>,
-    pub max_retries: Option<u32>,
-    pub max_steps: Option<u32>,
-}
-
-fn default_base_url() -> String {
-    "https://api.deepseek.com".into()
-}
-fn default_model() -> String {
-    "deepseek-chat".into()
-}
-fn default_key_env() -> String {
-    "DEEPSEEK_API_KEY".into()
-}
-
-impl Default for ModelSection {
-    fn default() -> Self {
-        Self {
-            base_url: default_base_url(),
-            model: default_model(),
-            api_key_env: default_key_env(),
-            timeout_ms: None,
-            max_retries: None,
-            max_steps: None,
-        }
-    }
 }
 
 /// A configuration that cannot be composed.
@@ -310,6 +297,9 @@ mod tests {
             [presets]
             [model]
             model = "deepseek-reasoner"
+            timeout = 30
+            [agent]
+            max_steps = 8
             "#,
         )
         .unwrap();
@@ -371,5 +361,19 @@ mod tests {
             .map(|(what, toml)| format!("{what}:\n{}", err(toml)))
             .collect();
         insta::assert_snapshot!(text.join("\n\n"));
+    }
+}
+
+#[cfg(test)]
+mod example {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_composition_loads() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/acp-agent/stockade.toml");
+        let c = Config::load(&path).unwrap();
+        assert!(c.confines() && c.approval.is_some() && c.presets.is_some());
+        assert_eq!(c.fs.provider, Implementation::Sandboxed);
     }
 }
