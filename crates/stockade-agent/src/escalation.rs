@@ -33,8 +33,30 @@ impl From<EscalationTarget> for SandboxMode {
     }
 }
 
+/// A tool's argument schema: `props`, plus the escalation fields exactly
+/// when `escalation_offered` (the mounted executor or file system confines).
+pub fn object_schema(
+    mut props: serde_json::Value,
+    required: &[&str],
+    escalation_offered: bool,
+) -> serde_json::Value {
+    if escalation_offered {
+        if let (Some(p), serde_json::Value::Object(extra)) =
+            (props.as_object_mut(), schema_properties())
+        {
+            p.extend(extra);
+        }
+    }
+    serde_json::json!({
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": false
+    })
+}
+
 /// The schema properties a confining tool adds, and only a confining one.
-pub fn schema_properties() -> serde_json::Value {
+fn schema_properties() -> serde_json::Value {
     serde_json::json!({
         "sandbox_permissions": {
             "type": "string",

@@ -18,14 +18,13 @@ use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_session::{Event, KnobSource, Session, SessionStore};
 use stockade_shell::{BoxFuture, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
 fn launcher() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let p = exe.parent().unwrap().parent().unwrap().join("landlock-run");
-    assert!(p.is_file() || !in_ci(), "landlock-run must be built in CI");
+    assert!(
+        p.is_file() || !stockade_testkit::in_ci(),
+        "landlock-run must be built in CI"
+    );
     p
 }
 
@@ -47,12 +46,7 @@ struct World {
 }
 
 fn world() -> World {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let base = if base.starts_with("/tmp") {
-        PathBuf::from("/var/tmp")
-    } else {
-        base
-    };
+    let base = stockade_testkit::scratch_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
     let dir = tempfile::Builder::new()
         .prefix("agent-")
         .tempdir_in(base)

@@ -24,12 +24,7 @@ struct World {
 }
 
 fn world() -> World {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let base = if base.starts_with("/tmp") {
-        PathBuf::from("/var/tmp")
-    } else {
-        base
-    };
+    let base = stockade_testkit::scratch_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
     let dir = tempfile::Builder::new()
         .prefix("files-")
         .tempdir_in(base)

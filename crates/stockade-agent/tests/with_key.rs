@@ -3,7 +3,6 @@
 //! DEEPSEEK_API_KEY set; without it the test says it was skipped and why.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,12 +19,7 @@ use stockade_shell::{SandboxedExecutor, ShellExecutor};
 const KEY: &str = "DEEPSEEK_API_KEY";
 
 async fn drive(outcome: ApprovalOutcome) -> (bool, Vec<Event>) {
-    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let base = if base.starts_with("/tmp") {
-        PathBuf::from("/var/tmp")
-    } else {
-        base
-    };
+    let base = stockade_testkit::scratch_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
     let dir = tempfile::Builder::new()
         .prefix("with-key-")
         .tempdir_in(base)

@@ -200,20 +200,9 @@ fn report_denial(r: &ShellResult) {
     let Some(f) = &r.sandbox else { return };
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{}", texts::denial_marker(f.mode));
-    for p in &f.denied_paths {
-        let _ = writeln!(err, "stockade: denied: {}", p.display());
+    for line in f.denial_details() {
+        let _ = writeln!(err, "stockade: {line}");
     }
-    let roots: Vec<String> = f
-        .writable_roots
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    let _ = writeln!(
-        err,
-        "stockade: writable under {}: {}",
-        f.mode,
-        roots.join(", ")
-    );
 }
 
 /// Ask on the terminal; anything but yes (or no terminal at all) is no.

@@ -11,14 +11,10 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
 fn have_bwrap() -> bool {
     let ok = Command::new("bwrap").arg("--version").output().is_ok();
     assert!(
-        ok || !in_ci(),
+        ok || !stockade_testkit::in_ci(),
         "bwrap is not installed: real-runner tests must run in CI"
     );
     ok
@@ -42,17 +38,7 @@ struct Scratch {
 }
 
 fn scratch_named(name: &OsStr) -> Scratch {
-    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let base = [
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-        PathBuf::from("/var/tmp"),
-    ]
-    .into_iter()
-    .find(|b| {
-        let b = fs::canonicalize(b).unwrap_or(b.clone());
-        !b.starts_with("/tmp") && !tmpdir.as_ref().is_some_and(|t| b.starts_with(t)) && b.is_dir()
-    })
-    .expect("a scratch base outside the temp roots");
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let dir = tempfile::Builder::new()
         .prefix("exec-")
         .tempdir_in(base)

@@ -52,17 +52,7 @@ fn cargo_install_ships_a_working_launcher() {
     // installed executable.
     // Outside every writable root: not under /tmp or $TMPDIR (a target dir
     // may well live under /tmp).
-    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let base = [
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-        PathBuf::from("/var/tmp"),
-    ]
-    .into_iter()
-    .find(|b| {
-        let b = fs::canonicalize(b).unwrap_or(b.clone());
-        !b.starts_with("/tmp") && !tmpdir.as_ref().is_some_and(|t| b.starts_with(t)) && b.is_dir()
-    })
-    .unwrap();
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let ws = tempfile::Builder::new().tempdir_in(base).unwrap();
     let stockade = || {
         let mut c = Command::new(bin.join("stockade"));

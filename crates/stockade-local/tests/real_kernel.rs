@@ -14,20 +14,9 @@ use std::process::{Command, Output};
 use stockade_core::{ConfiningMode, Enforcement, SandboxPolicy, SandboxProvider};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// The launcher built by this workspace (a bin of stockade-cli).
-fn built_launcher() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("landlock-run");
-    p.is_file().then_some(p)
-}
-
 /// A provider pinned to `backend`, or `None` (a skip outside CI).
 fn provider(backend: BackendPreference) -> Option<LocalProvider> {
-    let launcher_path = built_launcher();
+    let launcher_path = stockade_testkit::built_launcher();
     let missing = match backend {
         BackendPreference::Landlock if launcher_path.is_none() => Some("landlock-run is not built"),
         BackendPreference::Bwrap if Command::new("bwrap").arg("--version").output().is_err() => {
@@ -36,7 +25,10 @@ fn provider(backend: BackendPreference) -> Option<LocalProvider> {
         _ => None,
     };
     if let Some(why) = missing {
-        assert!(!in_ci(), "{why}: real-runner tests must run in CI");
+        assert!(
+            !stockade_testkit::in_ci(),
+            "{why}: real-runner tests must run in CI"
+        );
         eprintln!("skipping: {why}");
         return None;
     }
@@ -59,17 +51,7 @@ struct Scratch {
 }
 
 fn scratch_named(ws_name: &OsStr) -> Scratch {
-    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let base = [
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-        PathBuf::from("/var/tmp"),
-    ]
-    .into_iter()
-    .find(|b| {
-        let b = fs::canonicalize(b).unwrap_or(b.clone());
-        !b.starts_with("/tmp") && !tmpdir.as_ref().is_some_and(|t| b.starts_with(t)) && b.is_dir()
-    })
-    .expect("a scratch base outside the temp roots");
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let dir = tempfile::Builder::new()
         .prefix("real-kernel-")
         .tempdir_in(base)
@@ -258,7 +240,10 @@ fn enforcement_and_dialect_are_reported() {
 #[test]
 fn root_cannot_undo_the_confinement() {
     if !rustix::process::geteuid().is_root() {
-        assert!(!in_ci(), "CI runs as root; these checks must run there");
+        assert!(
+            !stockade_testkit::in_ci(),
+            "CI runs as root; these checks must run there"
+        );
         eprintln!("skipping: not root");
         return;
     }

@@ -129,6 +129,31 @@ pub struct SandboxFacts {
     pub writable_roots: Vec<PathBuf>,
 }
 
+impl SandboxFacts {
+    /// What a denial report says after the marker: each path the denied
+    /// lines name, then what was writable.
+    pub fn denial_details(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .denied_paths
+            .iter()
+            .map(|p| format!("denied: {}", p.display()))
+            .collect();
+        if !self.writable_roots.is_empty() {
+            let roots: Vec<String> = self
+                .writable_roots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            out.push(format!(
+                "writable under {}: {}",
+                self.mode,
+                roots.join(", ")
+            ));
+        }
+        out
+    }
+}
+
 fn display_paths<S: serde::Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(paths.iter().map(|p| p.display().to_string()))
 }

@@ -20,10 +20,6 @@ use stockade_shell::{
     SandboxedExecutor, ShellError, ShellExecutor, ShellRequest, ShellResult, UnconfinedExecutor,
 };
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
 /// A scratch area outside /tmp and $TMPDIR with `ws/` and `outside/`.
 struct Scratch {
     dir: tempfile::TempDir,
@@ -32,17 +28,7 @@ struct Scratch {
 }
 
 fn scratch() -> Scratch {
-    let tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
-    let base = [
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-        PathBuf::from("/var/tmp"),
-    ]
-    .into_iter()
-    .find(|b| {
-        let b = fs::canonicalize(b).unwrap_or(b.clone());
-        !b.starts_with("/tmp") && !tmpdir.as_ref().is_some_and(|t| b.starts_with(t)) && b.is_dir()
-    })
-    .unwrap();
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let dir = tempfile::Builder::new()
         .prefix("shell-")
         .tempdir_in(base)
@@ -309,21 +295,15 @@ async fn a_started_child_exiting_126_or_127_is_an_ordinary_result() {
 
 // ---- real runners -------------------------------------------------------
 
-fn built_launcher() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("landlock-run");
-    p.is_file().then_some(p)
-}
-
 fn real_providers() -> Vec<(&'static str, Arc<dyn SandboxProvider>)> {
     let mut out: Vec<(&'static str, Arc<dyn SandboxProvider>)> = Vec::new();
     let have_bwrap = std::process::Command::new("bwrap")
         .arg("--version")
         .output()
         .is_ok();
-    let launcher = built_launcher();
+    let launcher = stockade_testkit::built_launcher();
     assert!(
-        !in_ci() || (have_bwrap && launcher.is_some()),
+        !stockade_testkit::in_ci() || (have_bwrap && launcher.is_some()),
         "real runners must exist in CI"
     );
     if have_bwrap {

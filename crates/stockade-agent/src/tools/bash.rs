@@ -172,26 +172,14 @@ impl Tool for BashTool {
     }
 
     fn schema(&self) -> serde_json::Value {
-        let mut props = serde_json::json!({
+        let props = serde_json::json!({
             "command": { "type": "string", "description": "The bash command to run." },
             "description": { "type": "string", "description": "What the command does, in 5-10 words." },
             "workdir": { "type": "string", "description": "Directory to run in, absolute or relative to the workspace (default: the workspace)." },
             "timeout_ms": { "type": "integer", "minimum": 1, "description": "Kill the command (and everything it started) after this many milliseconds." },
             "run_in_background": { "type": "boolean", "description": "Start the command and return at once; read its output with job_output." }
         });
-        if self.executor.confines() {
-            if let (Some(p), serde_json::Value::Object(extra)) =
-                (props.as_object_mut(), escalation::schema_properties())
-            {
-                p.extend(extra);
-            }
-        }
-        serde_json::json!({
-            "type": "object",
-            "properties": props,
-            "required": ["command", "description"],
-            "additionalProperties": false
-        })
+        escalation::object_schema(props, &["command", "description"], self.executor.confines())
     }
 
     fn call<'a>(

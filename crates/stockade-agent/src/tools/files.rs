@@ -79,23 +79,11 @@ impl Files {
 
     fn schema(
         &self,
-        mut props: serde_json::Value,
+        props: serde_json::Value,
         required: &[&str],
         fenced_write: bool,
     ) -> serde_json::Value {
-        if fenced_write && self.fs.fences() {
-            if let (Some(p), serde_json::Value::Object(extra)) =
-                (props.as_object_mut(), escalation::schema_properties())
-            {
-                p.extend(extra);
-            }
-        }
-        serde_json::json!({
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": false
-        })
+        escalation::object_schema(props, required, fenced_write && self.fs.fences())
     }
 }
 

@@ -85,15 +85,14 @@ impl Tool for JobOutputTool {
     }
 
     fn schema(&self) -> serde_json::Value {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
+        crate::escalation::object_schema(
+            serde_json::json!({
                 "job_id": { "type": "integer", "minimum": 1, "description": "The id bash returned." },
                 "wait": { "type": "boolean", "description": "Wait for the job to end (default false)." }
-            },
-            "required": ["job_id"],
-            "additionalProperties": false
-        })
+            }),
+            &["job_id"],
+            false,
+        )
     }
 
     fn call<'a>(

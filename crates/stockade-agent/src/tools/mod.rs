@@ -22,16 +22,8 @@ pub(crate) fn render(
         } else if f.denied {
             let _ = writeln!(out, "{}", texts::denial_marker(f.mode));
             let _ = writeln!(out, "{}", texts::DENIAL_INSTRUCTION);
-            for p in &f.denied_paths {
-                let _ = writeln!(out, "denied: {}", p.display());
-            }
-            let roots: Vec<String> = f
-                .writable_roots
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            if !roots.is_empty() {
-                let _ = writeln!(out, "writable under {}: {}", f.mode, roots.join(", "));
+            for line in f.denial_details() {
+                let _ = writeln!(out, "{line}");
             }
             if escalation_offered && f.mode < SandboxMode::DangerFullAccess {
                 let _ = writeln!(out, "{}", texts::ESCALATION_HINT);

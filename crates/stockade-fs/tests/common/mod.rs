@@ -26,20 +26,8 @@ pub const OUTSIDE_CONTENTS: &str = "outside, untouched\n";
 impl Scene {
     /// On the disk the target dir is on.
     pub fn new() -> Scene {
-        // Never under a host temp root (a target dir may live under /tmp):
-        // tests that use the host's roots must see the scratch dir outside.
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
-        let under_temp = |p: &Path| {
-            let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-            p.starts_with("/tmp") || tmpdir.as_ref().is_some_and(|t| p.starts_with(t))
-        };
-        let base = if under_temp(target) {
-            Path::new("/var/tmp")
-        } else {
-            target
-        };
-        Scene::in_dir(base)
+        let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        Scene::in_dir(&base)
     }
 
     /// On a tmpfs (`/dev/shm`) when there is one. The race and property

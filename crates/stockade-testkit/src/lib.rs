@@ -1,0 +1,67 @@
+//! What every real-runner suite needs and must get right the same way.
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+
+/// CI runs the real-runner suites strictly: a missing runner is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// `true` when `available`; otherwise a failure under CI and a reported
+/// skip elsewhere.
+pub fn require(what: &str, available: bool) -> bool {
+    assert!(
+        available || !in_ci(),
+        "{what} is missing: real-runner tests must run in CI"
+    );
+    if !available {
+        eprintln!("skipping: {what} is missing");
+    }
+    available
+}
+
+fn is_under(p: &Path, root: &Path) -> bool {
+    let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    p.starts_with(root)
+}
+
+/// A directory for scratch workspaces that lies outside every writable root
+/// of workspace-write (`/tmp`, `$TMPDIR`), so a write that lands outside the
+/// workspace proves a broken sandbox, not a lucky grant. `target_tmp` is the
+/// suite's `CARGO_TARGET_TMPDIR`, used unless a target dir under /tmp puts it
+/// inside a temp root; then `/var/tmp`.
+pub fn scratch_base(target_tmp: &Path) -> PathBuf {
+    let tmpdir = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|t| t.is_absolute());
+    [target_tmp.to_path_buf(), PathBuf::from("/var/tmp")]
+        .into_iter()
+        .find(|b| {
+            b.is_dir()
+                && !is_under(b, Path::new("/tmp"))
+                && !tmpdir.as_ref().is_some_and(|t| is_under(b, t))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no scratch base outside the temp roots ({} and /var/tmp are under one)",
+                target_tmp.display()
+            )
+        })
+}
+
+/// The `landlock-run` this workspace built, next to the test binary's
+/// `deps/` directory.
+pub fn built_launcher() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("landlock-run");
+    p.is_file().then_some(p)
+}
+
+/// Whether bwrap can be started at all (its probe decides whether it works).
+pub fn have_bwrap() -> bool {
+    std::process::Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok()
+}
