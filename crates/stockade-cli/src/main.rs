@@ -73,25 +73,10 @@ enum Cmd {
     },
 }
 
-/// Where `auto` keeps its verdict between invocations: per user, and per boot
-/// when `$XDG_RUNTIME_DIR` (a tmpfs) is available.
-fn verdict_cache_dir() -> Option<PathBuf> {
-    let nonempty = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    nonempty("XDG_RUNTIME_DIR")
-        .or_else(|| nonempty("XDG_CACHE_HOME"))
-        .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join("stockade"))
-}
-
 fn provider(backend: BackendPreference) -> anyhow::Result<LocalProvider> {
     let settings = LocalSettings {
         backend,
-        verdict_cache_dir: verdict_cache_dir(),
+        verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),
         ..Default::default()
     };
     let provider = LocalProvider::new(settings).context("invalid sandbox settings")?;

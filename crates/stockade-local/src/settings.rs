@@ -139,6 +139,21 @@ impl Default for LocalSettings {
 }
 
 impl LocalSettings {
+    /// Where a process keeps `auto`'s verdict by default: per user, and per
+    /// boot when `$XDG_RUNTIME_DIR` (a tmpfs) is set; else the XDG cache dir.
+    pub fn default_verdict_cache_dir() -> Option<PathBuf> {
+        let nonempty = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        nonempty("XDG_RUNTIME_DIR")
+            .or_else(|| nonempty("XDG_CACHE_HOME"))
+            .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join("stockade"))
+    }
+
     pub fn validate(&self) -> Result<(), SettingsError> {
         if self.probe_timeout.is_zero() {
             return Err(SettingsError::ZeroProbeTimeout);
