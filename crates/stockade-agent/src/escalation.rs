@@ -40,12 +40,11 @@ pub fn object_schema(
     required: &[&str],
     escalation_offered: bool,
 ) -> serde_json::Value {
-    if escalation_offered {
-        if let (Some(p), serde_json::Value::Object(extra)) =
+    if escalation_offered
+        && let (Some(p), serde_json::Value::Object(extra)) =
             (props.as_object_mut(), schema_properties())
-        {
-            p.extend(extra);
-        }
+    {
+        p.extend(extra);
     }
     serde_json::json!({
         "type": "object",

@@ -333,11 +333,11 @@ fn temp_roots_from(tmp: &Path, tmpdir: Option<OsString>) -> Vec<PathBuf> {
     if usable(tmp).is_some() {
         roots.push(tmp.to_path_buf());
     }
-    if let Some(set) = tmpdir.filter(|t| !t.is_empty()).map(PathBuf::from) {
-        if let Some(canonical) = usable(&set) {
-            roots.push(canonical);
-            roots.push(set);
-        }
+    if let Some(set) = tmpdir.filter(|t| !t.is_empty()).map(PathBuf::from)
+        && let Some(canonical) = usable(&set)
+    {
+        roots.push(canonical);
+        roots.push(set);
     }
     roots
 }

@@ -331,14 +331,14 @@ impl LocalProvider {
             .verdict_cache_dir
             .as_deref()
             .and_then(|dir| Some((dir, self.verdict_key(&located)?)));
-        if let Some((dir, key)) = &cache {
-            if let Some(backend) = cache::load(dir, key) {
-                let runner = located.iter().find(|(b, _)| *b == backend);
-                if let Some((_, Ok(runner))) = runner {
-                    if let Ok(sel) = self.facts(backend, runner.clone()) {
-                        return Ok(sel);
-                    }
-                }
+        if let Some((dir, key)) = &cache
+            && let Some(backend) = cache::load(dir, key)
+        {
+            let runner = located.iter().find(|(b, _)| *b == backend);
+            if let Some((_, Ok(runner))) = runner
+                && let Ok(sel) = self.facts(backend, runner.clone())
+            {
+                return Ok(sel);
             }
         }
         let mut attempts = Vec::new();
@@ -478,10 +478,10 @@ impl SandboxProvider for LocalProvider {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
-        if self.settings.runner_command.is_none() {
-            if let Some(rung) = self.platform_rung() {
-                return rung.confine(argv, policy);
-            }
+        if self.settings.runner_command.is_none()
+            && let Some(rung) = self.platform_rung()
+        {
+            return rung.confine(argv, policy);
         }
         // Seatbelt grants each root in both its given and its canonical
         // spelling, so it takes the policy as given.

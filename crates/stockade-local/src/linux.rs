@@ -137,10 +137,9 @@ impl Host for LinuxHost {
         if let Some(line) = err
             .lines()
             .find(|l| l.starts_with("bwrap: ") || l.starts_with("landlock-run: "))
+            && line != profile::LANDLOCK_PARTIAL_NOTICE
         {
-            if line != profile::LANDLOCK_PARTIAL_NOTICE {
-                return Err(line.to_owned());
-            }
+            return Err(line.to_owned());
         }
         let inside = ws.join("allowed");
         let (ok, err) = attempt(ConfiningMode::WorkspaceWrite, &inside)?;

@@ -562,10 +562,10 @@ fn default_dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
                 .join("sessions"),
         );
     }
-    if cfg!(windows) {
-        if let Some(local) = absolute("LOCALAPPDATA") {
-            return Some(local.join("stockade").join("sessions"));
-        }
+    if cfg!(windows)
+        && let Some(local) = absolute("LOCALAPPDATA")
+    {
+        return Some(local.join("stockade").join("sessions"));
     }
     None
 }

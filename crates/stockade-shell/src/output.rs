@@ -212,12 +212,11 @@ impl Scanner {
             .find(|s| line.contains(s.as_str()))
         {
             self.denied = true;
-            if self.denied_paths.len() < MAX_DENIED_PATHS {
-                if let Some(p) = denied_path(&line, sig) {
-                    if !self.denied_paths.contains(&p) {
-                        self.denied_paths.push(p);
-                    }
-                }
+            if self.denied_paths.len() < MAX_DENIED_PATHS
+                && let Some(p) = denied_path(&line, sig)
+                && !self.denied_paths.contains(&p)
+            {
+                self.denied_paths.push(p);
             }
         }
         for (rule, found) in self.rules.iter().zip(self.fatal.iter_mut()) {

@@ -424,10 +424,10 @@ impl Win32 for Mock {
                 *dacl = Dacl::Entries(aces);
                 // The eager propagation SetNamedSecurityInfoW does.
                 for (d, dacl) in s.dirs.iter_mut() {
-                    if within(d, path) {
-                        if let Dacl::Entries(aces) = dacl {
-                            apply(aces, entries, true);
-                        }
+                    if within(d, path)
+                        && let Dacl::Entries(aces) = dacl
+                    {
+                        apply(aces, entries, true);
                     }
                 }
                 Ok(())
