@@ -50,6 +50,26 @@ impl Answerer for RejectMatching {
     }
 }
 
+struct Pending<'a> {
+    session: &'a Session,
+    request: &'a ApprovalRequest,
+    decided: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.decided {
+            // Best effort: a log that cannot be written already failed the
+            // ask that opened it.
+            let _ = self.session.append(Event::ApprovalDecided {
+                call_id: self.request.call_id.clone(),
+                tool: self.request.tool.clone(),
+                outcome: ApprovalOutcome::Cancelled,
+            });
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct ApprovalService {
     answerers: Vec<Arc<dyn Answerer>>,
@@ -95,6 +115,14 @@ impl ApprovalService {
             reason: request.reason.clone(),
             target: request.target,
         })?;
+        // If the turn is cancelled while the answerers are out, this future
+        // is dropped mid-await: the guard still records the decision, so
+        // every ask in the log has its decision.
+        let mut pending = Pending {
+            session,
+            request,
+            decided: false,
+        };
         let mut outcome = ApprovalOutcome::Unavailable;
         if self.policy(session) == ApprovalPolicy::Ask {
             for a in &self.answerers {
@@ -104,6 +132,7 @@ impl ApprovalService {
                 }
             }
         }
+        pending.decided = true;
         session.append(Event::ApprovalDecided {
             call_id: request.call_id.clone(),
             tool: request.tool.clone(),

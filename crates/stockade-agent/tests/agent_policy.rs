@@ -129,13 +129,30 @@ fn asks(session: &Session) -> usize {
     })
 }
 
+/// Key order depends on serde_json's `preserve_order`, which feature
+/// unification turns on in some builds and not others: pin a sorted form.
+fn pretty_sorted(v: &serde_json::Value) -> String {
+    fn sort(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                serde_json::Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string_pretty(&sort(v)).unwrap()
+}
+
 #[test]
 fn the_schema_has_escalation_fields_exactly_when_the_executor_confines() {
     let w = world();
     let confined = compose(SandboxMode::WorkspaceWrite, &w.ws, None);
     insta::assert_snapshot!(
         "bash_schema_confined",
-        serde_json::to_string_pretty(&confined.bash.schema()).unwrap()
+        pretty_sorted(&confined.bash.schema())
     );
     insta::assert_snapshot!("bash_description_confined", confined.bash.description());
     let policy = Arc::new(PolicyService::new(SandboxMode::WorkspaceWrite, &w.ws));
@@ -149,7 +166,7 @@ fn the_schema_has_escalation_fields_exactly_when_the_executor_confines() {
     assert!(schema["properties"].get("justification").is_none());
     insta::assert_snapshot!(
         "bash_schema_unconfined",
-        serde_json::to_string_pretty(&schema).unwrap()
+        pretty_sorted(&schema)
     );
     assert!(
         confined.bash.schema()["properties"]["sandbox_permissions"]["enum"]
@@ -833,4 +850,44 @@ async fn the_model_facing_texts_are_pinned() {
         out.content
             .replace(&w.ws.display().to_string(), "<workspace>")
     );
+}
+
+/// Never answers: the ask is dropped with the turn.
+struct Hang;
+impl Answerer for Hang {
+    fn answer<'a>(&'a self, _: &'a ApprovalRequest) -> BoxFuture<'a, Option<ApprovalOutcome>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_ask_still_records_its_decision() {
+    let w = world();
+    let service = Arc::new(ApprovalService::new(
+        ApprovalPolicy::Ask,
+        vec![Arc::new(Hang)],
+    ));
+    let c = compose(SandboxMode::ReadOnly, &w.ws, Some(service));
+    let s = w.store.create(&w.ws).unwrap();
+    let marker = w.ws.join("m");
+    let cx = ctx(&s, "hang");
+    let call = bash(&c.bash, &cx, escalate(&marker, "workspace-write"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), call)
+            .await
+            .is_err()
+    );
+    let audit: Vec<String> = s.with_records(|r| {
+        r.iter()
+            .filter_map(|r| match &r.event {
+                Event::ApprovalAsked { call_id, .. } => Some(format!("asked {call_id}")),
+                Event::ApprovalDecided {
+                    call_id, outcome, ..
+                } => Some(format!("decided {call_id} {outcome}")),
+                _ => None,
+            })
+            .collect()
+    });
+    assert_eq!(audit, ["asked hang", "decided hang cancelled"]);
+    assert!(!marker.exists());
 }

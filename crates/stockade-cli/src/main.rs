@@ -65,6 +65,13 @@ struct ExecArgs {
 enum Cmd {
     /// Run CMD confined, with inherited stdin/stdout/stderr; exit with its status.
     Exec(ExecArgs),
+    /// Serve the Agent Client Protocol on stdin/stdout: a sandboxed coding
+    /// agent for editors (Zed, JetBrains, Neovim). Logs go to stderr.
+    Acp {
+        /// The composition (default: $STOCKADE_CONFIG, else ./stockade.toml).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Probe every backend of this platform's chain and say which `auto` selects.
     Probe {
         /// Print one JSON object instead of text.
@@ -327,6 +334,23 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
     })
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// A configuration error names the file and key; nothing is served then.
+async fn acp(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let (config, dir) = match stockade_acp::load_config(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return Ok(fail(EXIT_USAGE, e)),
+    };
+    stockade_acp::serve(&config, &dir).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -335,6 +359,7 @@ fn main() -> ExitCode {
             .build()
             .context("cannot start the async runtime")
             .and_then(|rt| rt.block_on(exec(args))),
+        Cmd::Acp { config } => runtime().and_then(|rt| rt.block_on(acp(config))),
         Cmd::Probe { json } => probe(json),
     };
     result.unwrap_or_else(|e| fail(EXIT_UNAVAILABLE, format_args!("{e:#}")))

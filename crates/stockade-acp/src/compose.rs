@@ -1,0 +1,192 @@
+//! From a validated `stockade.toml` to a running agent: the provider, the
+//! executor, the file system, the policy, approval and preset services, the
+//! tools, the policy context and the model. Which of them confine is the
+//! configuration's choice; this module only mounts what it names.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use stockade_agent::agent::Agent;
+use stockade_agent::config::{Config, Implementation};
+use stockade_agent::model::OpenAiCompatible;
+use stockade_agent::tools::files::file_tools;
+use stockade_agent::{
+    Answerer, ApprovalService, BashTool, EscalationGate, PolicyContext, PolicyService,
+    PresetService, Tool,
+};
+use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
+use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
+use stockade_shell::{SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
+
+use crate::error::ServeError;
+
+/// Where the pieces that are not in `stockade.toml` come from.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// The config file's directory: relative paths in the file are relative
+    /// to it, so the file means the same whatever the editor's current
+    /// directory is.
+    pub config_dir: PathBuf,
+    /// Where `auto` keeps its probe verdict between processes; `None` keeps
+    /// it for this process only.
+    /// [`LocalSettings::default_verdict_cache_dir`] is where `stockade exec`
+    /// keeps it, so both share one verdict.
+    pub verdict_cache_dir: Option<PathBuf>,
+}
+
+/// Everything the server needs, composed once per process.
+pub struct Composition {
+    pub agent: Arc<Agent>,
+    pub policy: Arc<PolicyService>,
+    pub approval: Option<Arc<ApprovalService>>,
+    pub presets: Option<Arc<PresetService>>,
+    /// Whether the mounted executor confines (escalation exists at all).
+    pub confines: bool,
+}
+
+impl std::fmt::Debug for Composition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Composition")
+            .field("policy", &self.policy)
+            .field("approval", &self.approval)
+            .field("presets", &self.presets.as_ref().map(|p| p.presets().len()))
+            .field("confines", &self.confines)
+            .finish_non_exhaustive()
+    }
+}
+
+fn relative_to(dir: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        dir.join(p)
+    }
+}
+
+fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>, ServeError> {
+    let Some(s) = &config.sandbox else {
+        return Ok(None);
+    };
+    // Config validation already refused every value these parse from, so a
+    // failure here is a bug in that validation, reported rather than hidden.
+    let backend: BackendPreference = s.backend.parse().map_err(|e| ServeError::Sandbox {
+        message: format!("sandbox.backend: {e}"),
+    })?;
+    let runner_command = match &s.runner_command {
+        Some(argv) => Some(
+            RunnerCommand::new(
+                argv.iter().map(Into::into).collect(),
+                s.runner_failure_signatures.clone(),
+            )
+            .map_err(|e| ServeError::Sandbox {
+                message: format!("sandbox: {e}"),
+            })?,
+        ),
+        None => None,
+    };
+    let defaults = LocalSettings::default();
+    let settings = LocalSettings {
+        backend,
+        bwrap_path: s
+            .bwrap_path
+            .as_deref()
+            .map(|p| relative_to(&env.config_dir, p)),
+        launcher_path: s
+            .launcher_path
+            .as_deref()
+            .map(|p| relative_to(&env.config_dir, p)),
+        runner_command,
+        probe_timeout: s
+            .probe_timeout_ms
+            .map_or(defaults.probe_timeout, Duration::from_millis),
+        verdict_cache_dir: env.verdict_cache_dir.clone(),
+    };
+    let provider = LocalProvider::new(settings).map_err(|e| ServeError::Sandbox {
+        message: e.to_string(),
+    })?;
+    #[cfg(windows)]
+    let provider = provider.with_rung(stockade_windows::rung(None));
+    Ok(Some(provider))
+}
+
+/// Mount what `config` names. `answerer` is the last link of the approval
+/// chain (the ACP client, asked through `session/request_permission`); it
+/// is consulted only when `[approval]` is configured.
+pub fn compose(
+    config: &Config,
+    env: &Environment,
+    answerer: Arc<dyn Answerer>,
+) -> Result<Composition, ServeError> {
+    let fallback_root = match &config.policy.workspace_root {
+        Some(p) => relative_to(&env.config_dir, p),
+        None => env.config_dir.clone(),
+    };
+    let policy = Arc::new(PolicyService::new(config.policy.mode, fallback_root));
+    let provider = provider(config, env)?;
+    let executor: Arc<dyn ShellExecutor> = match (config.bash.executor, provider) {
+        (Implementation::Sandboxed, Some(p)) => Arc::new(SandboxedExecutor::new(
+            Arc::new(p),
+            policy.resolve(None, None),
+        )),
+        (Implementation::Sandboxed, None) => {
+            return Err(ServeError::Sandbox {
+                message: "bash.executor = \"sandboxed\" needs a [sandbox] section".into(),
+            });
+        }
+        (Implementation::Local, _) => Arc::new(UnconfinedExecutor::default()),
+    };
+    let confines = executor.confines();
+    let fs: Arc<dyn FileSystem> = match config.fs.provider {
+        Implementation::Sandboxed => Arc::new(SandboxedFs::new()),
+        Implementation::Local => Arc::new(LocalFs),
+    };
+    let approval = config
+        .approval
+        .as_ref()
+        .map(|a| Arc::new(ApprovalService::new(a.policy, vec![answerer])));
+    let presets = match &config.presets {
+        Some(section) => {
+            let table = if section.preset.is_empty() {
+                PresetService::default_table()
+            } else {
+                section.preset.clone()
+            };
+            Some(Arc::new(PresetService::new(
+                table,
+                policy.clone(),
+                approval.clone(),
+                confines,
+            )?))
+        }
+        None => None,
+    };
+
+    let gate = EscalationGate::new(approval.clone());
+    let mut bash = BashTool::new(executor, policy.clone(), gate.clone());
+    if let Some(ms) = config.bash.timeout_ms {
+        bash = bash.with_default_timeout(Duration::from_millis(ms));
+    }
+    let job_output = bash.job_output();
+    let (read, write, edit) = file_tools(fs.clone(), policy.clone(), gate);
+    let tools: Vec<Arc<dyn Tool>> = vec![
+        Arc::new(bash),
+        Arc::new(job_output),
+        Arc::new(read),
+        Arc::new(write),
+        Arc::new(edit),
+    ];
+    let context = PolicyContext::new(policy.clone(), approval.clone(), confines)
+        .with_fenced_files(fs.fences());
+    // The API key is read now, so a missing key fails at startup rather
+    // than at the first prompt.
+    let model = OpenAiCompatible::new(config.model.clone())?;
+    let agent = Agent::new(Arc::new(model), tools, context).with_max_steps(config.agent.max_steps);
+    Ok(Composition {
+        agent: Arc::new(agent),
+        policy,
+        approval,
+        presets,
+        confines,
+    })
+}

@@ -1,0 +1,84 @@
+//! The Agent Client Protocol server behind `stockade acp`: an editor (Zed,
+//! JetBrains IDEs, Neovim plugins) starts it and gets a coding agent whose
+//! bash and file tools run under the sandbox `stockade.toml` composes, with
+//! escalations asked of the user in the editor.
+//!
+//! Protocol v1 over stdio, through the `agent-client-protocol` SDK:
+//! `initialize`, `session/new` (its `cwd` is the session's workspace root),
+//! `session/load` (the conversation replayed from the session log as
+//! `session/update` notifications), `session/prompt` (streaming message
+//! chunks, thoughts, and tool calls `pending` -> `in_progress` ->
+//! `completed`/`failed` with their output), `session/cancel` (the prompt
+//! answers `cancelled`), and, when presets are composed, the presets as
+//! session modes with `session/set_mode`. An escalation is asked through
+//! `session/request_permission` with the options `allow_once` and
+//! `reject_once`.
+//!
+//! Stdout carries protocol frames only; this crate logs to stderr.
+//!
+//! Environment: `$STOCKADE_CONFIG` and `$STOCKADE_MODE` as for every
+//! composition (see `stockade_agent::config`), and `$STOCKADE_STATE_DIR`:
+//! session logs go to `$STOCKADE_STATE_DIR/sessions`, else to
+//! `SessionStore::default_dir()` (`$XDG_STATE_HOME/stockade/sessions`, ...).
+#![forbid(unsafe_code)]
+
+mod answerer;
+pub mod compose;
+mod error;
+mod server;
+mod updates;
+
+use std::path::{Path, PathBuf};
+
+pub use answerer::{ALLOW_ONCE, REJECT_ONCE};
+pub use compose::{Composition, Environment, compose};
+pub use error::ServeError;
+pub use server::{AcpServer, load_config};
+use stockade_agent::config::Config;
+use stockade_session::SessionStore;
+
+/// The directory under which session logs are kept (in `sessions/`).
+pub const ENV_STATE_DIR: &str = "STOCKADE_STATE_DIR";
+
+/// The session store: `$STOCKADE_STATE_DIR/sessions`, else the default.
+pub fn store_from_env() -> Result<SessionStore, ServeError> {
+    let dir = match std::env::var_os(ENV_STATE_DIR).filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d).join("sessions"),
+        None => SessionStore::default_dir().ok_or(ServeError::NoStateDir)?,
+    };
+    Ok(SessionStore::new(dir))
+}
+
+/// What `stockade acp` does: compose `config` (whose file lives in
+/// `config_dir`) and serve one editor on stdio until it disconnects.
+pub async fn serve(config: &Config, config_dir: &Path) -> Result<(), ServeError> {
+    let env = Environment {
+        config_dir: config_dir.to_path_buf(),
+        verdict_cache_dir: stockade_local::LocalSettings::default_verdict_cache_dir(),
+    };
+    let server = AcpServer::new(config, &env, store_from_env()?)?;
+    let comp = server.composition();
+    // One line saying what this process mounts, for whoever reads the
+    // editor's agent log.
+    log(format_args!(
+        "serving ACP on stdio; sessions in {}; bash {}, default mode {}, approval {}, {} preset(s)",
+        server.store().dir().display(),
+        if comp.confines {
+            "sandboxed"
+        } else {
+            "NOT sandboxed"
+        },
+        comp.policy.default_mode(),
+        comp.approval.as_ref().map_or_else(
+            || "none (escalations fail closed)".to_owned(),
+            |a| a.default_policy().to_string()
+        ),
+        comp.presets.as_ref().map_or(0, |p| p.presets().len()),
+    ));
+    server.serve_stdio().await
+}
+
+/// Stderr, never stdout: stdout is the protocol's.
+pub(crate) fn log(message: std::fmt::Arguments<'_>) {
+    eprintln!("stockade acp: {message}");
+}

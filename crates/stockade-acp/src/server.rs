@@ -1,0 +1,438 @@
+//! The ACP agent side: one connection, many sessions, one running prompt per
+//! session.
+//!
+//! The SDK runs request handlers inside its dispatch loop, which processes
+//! no other message until a handler returns. So `session/prompt` only
+//! registers the prompt and moves the agent loop into a spawned task: the
+//! loop itself waits for `session/request_permission` answers and must see
+//! `session/cancel`, both of which arrive through that same loop.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, CurrentModeUpdate, Implementation,
+    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, SessionId, SessionMode,
+    SessionModeState, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
+use stockade_agent::agent::{Cancel, StopReason as AgentStop};
+use stockade_agent::config::Config;
+use stockade_agent::presets::CUSTOM;
+use stockade_session::{Session, SessionStore};
+
+use crate::answerer::AcpAnswerer;
+use crate::compose::{Composition, Environment, compose};
+use crate::error::ServeError;
+use crate::log;
+use crate::updates::{Streamer, replay, send};
+
+/// A session this connection opened, and its running prompt if any.
+struct Slot {
+    session: Session,
+    running: Option<Running>,
+}
+
+struct Running {
+    cancel: Cancel,
+    cx: ConnectionTo<Client>,
+}
+
+/// The sessions of this server, shared with the answerer, which must find
+/// the connection of the prompt that asks.
+#[derive(Default)]
+pub(crate) struct Live {
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+impl Live {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+        // Every change is one map operation, so a panic elsewhere cannot
+        // leave a half-made entry behind.
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn client_of(&self, session: &str) -> Option<ConnectionTo<Client>> {
+        self.lock()
+            .get(session)
+            .and_then(|s| s.running.as_ref())
+            .map(|r| r.cx.clone())
+    }
+}
+
+/// The ACP server for one composition.
+pub struct AcpServer {
+    comp: Composition,
+    store: SessionStore,
+    live: Arc<Live>,
+}
+
+impl std::fmt::Debug for AcpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpServer")
+            .field("comp", &self.comp)
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The message itself says what went wrong: editors show an error's
+/// message, not its data.
+fn invalid(message: impl std::fmt::Display) -> Error {
+    Error::new(ErrorCode::INVALID_PARAMS, message.to_string())
+}
+
+fn internal(message: impl std::fmt::Display) -> Error {
+    Error::new(ErrorCode::INTERNAL_ERROR, message.to_string())
+}
+
+/// The user's text: text blocks as they are, links by their URI (we do not
+/// advertise embedded resources, images or audio, so a client sends none).
+fn prompt_text(blocks: &[ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for b in blocks {
+        match b {
+            ContentBlock::Text(t) => parts.push(t.text.clone()),
+            ContentBlock::ResourceLink(l) => parts.push(l.uri.clone()),
+            _ => log(format_args!(
+                "ignored a prompt block of a kind not advertised"
+            )),
+        }
+    }
+    parts.join("\n")
+}
+
+impl AcpServer {
+    /// Compose `config` with this server's answerer as the approval chain's
+    /// last link.
+    pub fn new(
+        config: &Config,
+        env: &Environment,
+        store: SessionStore,
+    ) -> Result<Self, ServeError> {
+        let live = Arc::new(Live::default());
+        let answerer = Arc::new(AcpAnswerer { live: live.clone() });
+        let comp = compose(config, env, answerer)?;
+        Ok(Self { comp, store, live })
+    }
+
+    pub fn composition(&self) -> &Composition {
+        &self.comp
+    }
+
+    pub fn store(&self) -> &SessionStore {
+        &self.store
+    }
+
+    /// Serve one client on `transport` until it disconnects. Running prompts
+    /// end with the connection (their tool processes are killed).
+    pub async fn serve(self, transport: impl ConnectTo<Agent> + 'static) -> Result<(), ServeError> {
+        // Each handler owns a handle on the one server.
+        let me = Arc::new(self);
+        let (a, b, c, d, e) = (me.clone(), me.clone(), me.clone(), me.clone(), me.clone());
+        Agent
+            .v1()
+            .name("stockade")
+            .on_receive_request(
+                async move |req: InitializeRequest,
+                            responder: Responder<InitializeResponse>,
+                            _cx: ConnectionTo<Client>| {
+                    responder.respond(a.initialize(&req))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: NewSessionRequest,
+                            responder: Responder<NewSessionResponse>,
+                            _cx: ConnectionTo<Client>| {
+                    responder.respond_with_result(b.new_session(req))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: LoadSessionRequest,
+                            responder: Responder<LoadSessionResponse>,
+                            cx: ConnectionTo<Client>| {
+                    responder.respond_with_result(c.load_session(req, &cx))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: SetSessionModeRequest,
+                            responder: Responder<SetSessionModeResponse>,
+                            cx: ConnectionTo<Client>| {
+                    responder.respond_with_result(d.set_mode(req, &cx))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                // The prompt task outlives this call, so it gets its own Arc.
+                async move |req: PromptRequest,
+                            responder: Responder<PromptResponse>,
+                            cx: ConnectionTo<Client>| {
+                    me.clone().prompt(req, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |n: CancelNotification, _cx: ConnectionTo<Client>| {
+                    e.cancel(&n.session_id);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_to(transport)
+            .await?;
+        Ok(())
+    }
+
+    /// Serve the client on this process's stdin and stdout. Stdout carries
+    /// protocol frames only; everything else this crate says goes to stderr.
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve(agent_client_protocol::Stdio::new()).await
+    }
+
+    fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {
+        if req.protocol_version != ProtocolVersion::V1 {
+            log(format_args!(
+                "the client asked for protocol {:?}; answering with v1, the one spoken here",
+                req.protocol_version
+            ));
+        }
+        InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(AgentCapabilities::new().load_session(true))
+            .agent_info(
+                Implementation::new("stockade", env!("CARGO_PKG_VERSION")).title("stockade"),
+            )
+    }
+
+    /// The presets as modes, and which one the session is in. A combination
+    /// outside the table is shown as a `custom` mode so the client always
+    /// has a current mode to show; it cannot be selected.
+    fn modes(&self, session: &Session) -> Option<SessionModeState> {
+        let presets = self.comp.presets.as_ref()?;
+        let mut modes: Vec<SessionMode> = presets
+            .presets()
+            .iter()
+            .map(|p| {
+                SessionMode::new(p.name.clone(), p.name.clone())
+                    .description(format!("sandbox {}, approval {}", p.mode, p.approval))
+            })
+            .collect();
+        let current = presets.current(session);
+        if current == CUSTOM {
+            let mode = self.comp.policy.effective_mode(Some(session));
+            let approval = self
+                .comp
+                .approval
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |a| a.policy(session).to_string());
+            modes.push(
+                SessionMode::new(CUSTOM, CUSTOM)
+                    .description(format!("sandbox {mode}, approval {approval} (no preset)")),
+            );
+        }
+        Some(SessionModeState::new(current.to_owned(), modes))
+    }
+
+    fn register(&self, session: Session) -> SessionId {
+        let id = session.id().as_str().to_owned();
+        let mut slots = self.live.lock();
+        // A second load of a session already open keeps its running prompt.
+        slots.entry(id.clone()).or_insert(Slot {
+            session,
+            running: None,
+        });
+        SessionId::new(id)
+    }
+
+    fn session(&self, id: &SessionId) -> Result<Session, Error> {
+        self.live
+            .lock()
+            .get(&*id.0)
+            .map(|s| s.session.clone())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "no session {id} on this connection (session/new or session/load it first)"
+                ))
+            })
+    }
+
+    fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
+        let cwd = &req.cwd;
+        if !cwd.is_absolute() {
+            return Err(invalid(format!("cwd {} is not absolute", cwd.display())));
+        }
+        if !cwd.is_dir() {
+            return Err(invalid(format!("cwd {} is not a directory", cwd.display())));
+        }
+        if !req.mcp_servers.is_empty() {
+            log(format_args!(
+                "session/new named {} MCP server(s); none are mounted (not advertised)",
+                req.mcp_servers.len()
+            ));
+        }
+        let session = self.store.create(cwd).map_err(internal)?;
+        let modes = self.modes(&session);
+        let id = self.register(session);
+        Ok(NewSessionResponse::new(id).modes(modes))
+    }
+
+    fn load_session(
+        &self,
+        req: LoadSessionRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse, Error> {
+        let sid: stockade_session::SessionId = req
+            .session_id
+            .0
+            .parse()
+            .map_err(|e| invalid(format!("session id {}: {e}", req.session_id)))?;
+        let session = self.store.open(&sid).map_err(|e| invalid(e.to_string()))?;
+        if let Some(t) = &session.replay_report().torn_tail {
+            log(format_args!(
+                "session {sid}: the log's torn last line was dropped: {t:?}"
+            ));
+        }
+        // The workspace root is the one the session was created with: the
+        // log's policy was stated for it.
+        if session.header().cwd != req.cwd {
+            log(format_args!(
+                "session/load of {sid} named cwd {}; the session keeps its own, {}",
+                req.cwd.display(),
+                session.header().cwd.display()
+            ));
+        }
+        let id = SessionId::new(sid.as_str());
+        for update in session.with_records(replay) {
+            send(cx, &id, update);
+        }
+        let modes = self.modes(&session);
+        self.register(session);
+        Ok(LoadSessionResponse::new().modes(modes))
+    }
+
+    fn set_mode(
+        &self,
+        req: SetSessionModeRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<SetSessionModeResponse, Error> {
+        let Some(presets) = &self.comp.presets else {
+            return Err(invalid("this deployment composes no permission presets"));
+        };
+        let session = self.session(&req.session_id)?;
+        let changed = presets
+            .select(&session, &req.mode_id.0)
+            .map_err(|e| invalid(e.to_string()))?;
+        log(format_args!(
+            "session {}: mode {} selected ({changed} knob(s) changed)",
+            req.session_id, req.mode_id
+        ));
+        send(
+            cx,
+            &req.session_id,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                presets.current(&session).to_owned(),
+            )),
+        );
+        Ok(SetSessionModeResponse::new())
+    }
+
+    fn cancel(&self, id: &SessionId) {
+        match self
+            .live
+            .lock()
+            .get(&*id.0)
+            .and_then(|s| s.running.as_ref())
+        {
+            Some(r) => r.cancel.cancel(),
+            None => log(format_args!(
+                "session/cancel for {id}: no prompt is running"
+            )),
+        }
+    }
+
+    fn prompt(
+        self: Arc<Self>,
+        req: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), Error> {
+        let id = req.session_id.clone();
+        let started = {
+            let mut slots = self.live.lock();
+            match slots.get_mut(&*id.0) {
+                None => Err(invalid(format!("no session {id} on this connection"))),
+                Some(s) if s.running.is_some() => Err(invalid(format!(
+                    "session {id} is already running a prompt; cancel it first"
+                ))),
+                Some(s) => {
+                    let cancel = Cancel::default();
+                    s.running = Some(Running {
+                        cancel: cancel.clone(),
+                        cx: cx.clone(),
+                    });
+                    Ok((s.session.clone(), cancel))
+                }
+            }
+        };
+        let (session, cancel) = match started {
+            Ok(v) => v,
+            Err(e) => return responder.respond_with_error(e),
+        };
+        let text = prompt_text(&req.prompt);
+        let this = self.clone();
+        cx.clone().spawn(async move {
+            let streamer = Streamer { cx, id: id.clone() };
+            // A `$/cancel_request` for the prompt means the same as
+            // `session/cancel`: stop, and answer `cancelled`.
+            let withdrawn = responder.cancellation();
+            let run = this.comp.agent.prompt(&session, &text, &streamer, &cancel);
+            tokio::pin!(run);
+            let result = tokio::select! {
+                r = &mut run => r,
+                () = withdrawn.cancelled() => {
+                    cancel.cancel();
+                    run.await
+                }
+            };
+            if let Some(s) = this.live.lock().get_mut(&*id.0) {
+                s.running = None;
+            }
+            match result {
+                Ok(stop) => responder.respond(PromptResponse::new(match stop {
+                    AgentStop::EndTurn => StopReason::EndTurn,
+                    AgentStop::MaxSteps => StopReason::MaxTurnRequests,
+                    AgentStop::Cancelled => StopReason::Cancelled,
+                })),
+                Err(e) => {
+                    log(format_args!("session {id}: prompt failed: {e}"));
+                    responder.respond_with_error(internal(e))
+                }
+            }
+        })
+    }
+}
+
+/// Load the config (`path`, else `$STOCKADE_CONFIG`, else `./stockade.toml`),
+/// apply `$STOCKADE_MODE`, and return it with the file's directory (absolute).
+pub fn load_config(path: Option<&Path>) -> Result<(Config, std::path::PathBuf), ServeError> {
+    let path = path.map_or_else(Config::default_path, Path::to_path_buf);
+    let mut config = Config::load(&path)?;
+    config.apply_env()?;
+    let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let dir = std::path::absolute(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &dir
+    })
+    .map_err(|source| ServeError::Path {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok((config, dir))
+}

@@ -1,0 +1,219 @@
+//! What the editor is shown: the agent loop's updates as `session/update`
+//! notifications while a prompt runs, and a session's log replayed as the
+//! same notifications on `session/load`.
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    Content, ContentBlock, ContentChunk, SessionId, SessionNotification, SessionUpdate, ToolCall,
+    ToolCallContent, ToolCallId, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
+};
+use serde_json::Value;
+use stockade_agent::agent::{AgentUpdate, Observer};
+use stockade_session::{Event, Record, Role, Session};
+
+use crate::log;
+
+/// Sends one update; a failure means the client is gone, which the prompt
+/// notices on its own (its response cannot be sent either), so it is only
+/// logged.
+pub(crate) fn send(cx: &ConnectionTo<Client>, id: &SessionId, update: SessionUpdate) {
+    if let Err(e) = cx.send_notification(SessionNotification::new(id.clone(), update)) {
+        log(format_args!("session {id}: cannot send an update: {e}"));
+    }
+}
+
+fn text(t: impl Into<String>) -> ContentChunk {
+    ContentChunk::new(ContentBlock::from(t.into()))
+}
+
+/// The arguments as JSON, or the raw text when the model sent invalid JSON
+/// (the client still sees what was asked).
+fn arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
+/// Whether the call asks to run wider than the session's mode. Such a call
+/// stays `pending` until the user allows it: it is not running yet.
+pub(crate) fn asks_escalation(args: &Value) -> bool {
+    args.get("sandbox_permissions")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// The editor's view of a call: a title, a kind and the file it touches.
+pub(crate) fn describe(name: &str, args: &Value) -> (String, ToolKind, Vec<ToolCallLocation>) {
+    let field = |k: &str| args.get(k).and_then(Value::as_str);
+    match name {
+        "bash" => (
+            field("command").map_or_else(|| "bash".to_owned(), str::to_owned),
+            ToolKind::Execute,
+            Vec::new(),
+        ),
+        "read" | "write" | "edit" => {
+            let path = field("path").unwrap_or("");
+            let kind = if name == "read" {
+                ToolKind::Read
+            } else {
+                ToolKind::Edit
+            };
+            let locations = if path.is_empty() {
+                Vec::new()
+            } else {
+                vec![ToolCallLocation::new(path)]
+            };
+            (
+                format!("{name} {path}").trim_end().to_owned(),
+                kind,
+                locations,
+            )
+        }
+        "job_output" => {
+            let id = args.get("job_id").map(Value::to_string).unwrap_or_default();
+            (
+                format!("job_output {id}").trim_end().to_owned(),
+                ToolKind::Read,
+                Vec::new(),
+            )
+        }
+        other => (other.to_owned(), ToolKind::Other, Vec::new()),
+    }
+}
+
+fn tool_call(id: &str, name: &str, raw_arguments: &str) -> ToolCall {
+    let args = arguments(raw_arguments);
+    let (title, kind, locations) = describe(name, &args);
+    ToolCall::new(ToolCallId::new(id), title)
+        .kind(kind)
+        .status(ToolCallStatus::Pending)
+        .locations(locations)
+        .raw_input(args)
+}
+
+fn finished(id: &str, content: &str, is_error: bool) -> ToolCallUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    ToolCallUpdate::new(
+        ToolCallId::new(id),
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![ToolCallContent::Content(Content::new(
+                ContentBlock::from(content.to_owned()),
+            ))]),
+    )
+}
+
+pub(crate) fn in_progress(id: &str) -> ToolCallUpdate {
+    ToolCallUpdate::new(
+        ToolCallId::new(id),
+        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+    )
+}
+
+/// Streams one prompt's updates to the client.
+pub(crate) struct Streamer {
+    pub cx: ConnectionTo<Client>,
+    pub id: SessionId,
+}
+
+impl Observer for Streamer {
+    fn update(&self, _: &Session, update: AgentUpdate) {
+        match update {
+            AgentUpdate::Text(t) => send(
+                &self.cx,
+                &self.id,
+                SessionUpdate::AgentMessageChunk(text(t)),
+            ),
+            AgentUpdate::Reasoning(t) => {
+                send(
+                    &self.cx,
+                    &self.id,
+                    SessionUpdate::AgentThoughtChunk(text(t)),
+                );
+            }
+            AgentUpdate::ToolCallStarted {
+                id,
+                name,
+                arguments,
+            } => {
+                let call = tool_call(&id, &name, &arguments);
+                let escalating = call.raw_input.as_ref().is_some_and(asks_escalation);
+                send(&self.cx, &self.id, SessionUpdate::ToolCall(call));
+                // An escalating call runs only once allowed; the answerer
+                // marks it in progress then.
+                if !escalating {
+                    send(
+                        &self.cx,
+                        &self.id,
+                        SessionUpdate::ToolCallUpdate(in_progress(&id)),
+                    );
+                }
+            }
+            AgentUpdate::ToolCallFinished { id, output, .. } => send(
+                &self.cx,
+                &self.id,
+                SessionUpdate::ToolCallUpdate(finished(&id, &output.content, output.is_error)),
+            ),
+        }
+    }
+}
+
+/// The conversation as the user saw it, from the log alone. Policy-context
+/// and loop notes are for the model, audit and knob events for people
+/// reading the log, so neither is replayed.
+pub(crate) fn replay(records: &[Record]) -> Vec<SessionUpdate> {
+    let mut out = Vec::new();
+    for r in records {
+        match &r.event {
+            Event::Message {
+                role: Role::User,
+                content,
+                ..
+            } => out.push(SessionUpdate::UserMessageChunk(text(content.clone()))),
+            Event::Message {
+                role: Role::Assistant,
+                content,
+                ..
+            } => out.push(SessionUpdate::AgentMessageChunk(text(content.clone()))),
+            Event::AssistantToolCalls {
+                content,
+                reasoning,
+                calls,
+            } => {
+                if let Some(r) = reasoning.as_ref().filter(|r| !r.is_empty()) {
+                    out.push(SessionUpdate::AgentThoughtChunk(text(r.clone())));
+                }
+                if !content.is_empty() {
+                    out.push(SessionUpdate::AgentMessageChunk(text(content.clone())));
+                }
+                for c in calls {
+                    out.push(SessionUpdate::ToolCall(tool_call(
+                        &c.id,
+                        &c.name,
+                        &c.arguments,
+                    )));
+                }
+            }
+            Event::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => out.push(SessionUpdate::ToolCallUpdate(finished(
+                call_id, content, *is_error,
+            ))),
+            Event::Message { .. }
+            | Event::ApprovalAsked { .. }
+            | Event::ApprovalDecided { .. }
+            | Event::SandboxMode { .. }
+            | Event::ApprovalPolicy { .. } => {}
+        }
+    }
+    out
+}

@@ -1,0 +1,376 @@
+//! The harness: a scripted model on loopback, the real Landlock launcher, and
+//! an ACP client connected to the server over newline-delimited JSON (the
+//! same framing as stdio), with every frame recorded.
+#![allow(dead_code)] // each test file uses its own part of the harness
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, PermissionOptionId, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, ToolCallStatus,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error, Lines};
+use futures::channel::mpsc;
+use futures::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use stockade_acp::{AcpServer, Environment};
+use stockade_agent::config::Config;
+use stockade_agent::model::ModelToolCall;
+use stockade_agent::model::scripted::{ScriptedMessage, ScriptedReply, ScriptedServer};
+use stockade_session::SessionStore;
+
+/// `target/debug/landlock-run`, next to the directory of this test binary.
+/// Missing: a failure in CI, a reported skip elsewhere.
+pub fn launcher() -> Option<PathBuf> {
+    let built = stockade_testkit::built_launcher();
+    stockade_testkit::require("the built landlock-run", built.is_some());
+    built
+}
+
+/// How the client answers `session/request_permission`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Allow,
+    Reject,
+    Cancel,
+    /// Never answer (the responder is kept, so no error goes back either).
+    Hold,
+}
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub ws: PathBuf,
+    pub state: PathBuf,
+    pub launcher: PathBuf,
+    pub model: ScriptedServer,
+}
+
+/// Composition knobs a test varies.
+pub struct Setup {
+    pub mode: &'static str,
+    /// The `[approval]` policy; `None` omits the section.
+    pub approval: Option<&'static str>,
+    pub presets: bool,
+}
+
+impl World {
+    pub fn new(script: Vec<ScriptedReply>) -> Option<Self> {
+        let launcher = launcher()?;
+        // Outside every temp root: workspace-write grants /tmp, which would
+        // blur what a test shows about the workspace.
+        let base = stockade_testkit::scratch_base(env!("CARGO_TARGET_TMPDIR").as_ref());
+        let dir = tempfile::Builder::new()
+            .prefix("acp-")
+            .tempdir_in(base)
+            .unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let state = dir.path().join("state");
+        let model = ScriptedServer::start(script).unwrap();
+        Some(Self {
+            dir,
+            ws,
+            state,
+            launcher,
+            model,
+        })
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("stockade.toml")
+    }
+
+    pub fn config(&self, s: &Setup) -> Config {
+        Config::parse(&self.config_path(), &self.config_text(s)).unwrap()
+    }
+
+    /// The config on disk, for a child process.
+    pub fn write_config(&self, s: &Setup) -> PathBuf {
+        std::fs::write(self.config_path(), self.config_text(s)).unwrap();
+        self.config_path()
+    }
+
+    pub fn config_text(&self, s: &Setup) -> String {
+        let approval = s
+            .approval
+            .map_or(String::new(), |p| format!("[approval]\npolicy = \"{p}\"\n"));
+        let presets = if s.presets { "[presets]\n" } else { "" };
+        format!(
+            r#"
+[sandbox]
+backend = "landlock"
+launcher_path = "{launcher}"
+[policy]
+mode = "{mode}"
+[bash]
+executor = "sandboxed"
+[fs]
+provider = "sandboxed"
+{approval}{presets}
+[model]
+base_url = "{base_url}"
+model = "scripted"
+api_key_env = ""
+max_retries = 0
+"#,
+            launcher = self.launcher.display(),
+            mode = s.mode,
+            base_url = self.model.base_url(),
+        )
+    }
+
+    pub fn server(&self, s: &Setup) -> AcpServer {
+        let env = Environment {
+            config_dir: self.dir.path().to_path_buf(),
+            verdict_cache_dir: None,
+        };
+        AcpServer::new(&self.config(s), &env, SessionStore::new(&self.state)).unwrap()
+    }
+
+    /// The `messages` of every model request, normalised.
+    pub fn model_messages(&self) -> Vec<Value> {
+        self.model
+            .requests()
+            .into_iter()
+            .map(|r| r["messages"].clone())
+            .collect()
+    }
+
+    /// Tmp paths out, so snapshots hold across runs.
+    pub fn normalise(&self, text: &str) -> String {
+        let base = self.dir.path().display().to_string();
+        let mut out = text.replace(&base, "<tmp>");
+        out = out.replace(&self.model.base_url(), "<model>");
+        // Session ids: 32 lowercase hex digits.
+        let mut result = String::new();
+        let bytes: Vec<char> = out.chars().collect();
+        let mut i = 0;
+        while i < bytes.len() {
+            let run = bytes[i..]
+                .iter()
+                .take_while(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+                .count();
+            if run == 32 {
+                result.push_str("<session>");
+                i += run;
+            } else if run > 0 {
+                result.extend(&bytes[i..i + run]);
+                i += run;
+            } else {
+                result.push(bytes[i]);
+                i += 1;
+            }
+        }
+        result
+    }
+}
+
+/// One scripted tool call in one model reply, streamed whole (one chunk per
+/// text) so recorded frames stay short.
+pub fn call(id: &str, name: &str, args: Value) -> ScriptedReply {
+    ScriptedReply::Message(ScriptedMessage {
+        content: String::new(),
+        reasoning: None,
+        tool_calls: vec![ModelToolCall::new(id, name, args.to_string())],
+        finish_reason: None,
+        chunk_chars: 100_000,
+    })
+}
+
+pub fn say(text: &str) -> ScriptedReply {
+    ScriptedReply::Message(ScriptedMessage {
+        content: text.into(),
+        reasoning: None,
+        tool_calls: Vec::new(),
+        finish_reason: None,
+        chunk_chars: 100_000,
+    })
+}
+
+pub fn touch(file: &str) -> Value {
+    json!({ "command": format!("touch {file}"), "description": "create a marker" })
+}
+
+pub fn escalated(mut args: Value, to: &str) -> Value {
+    args["sandbox_permissions"] = json!(to);
+    args["justification"] = json!("the task needs this file");
+    args
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    ToAgent,
+    ToClient,
+}
+
+/// Everything the client saw and sent.
+#[derive(Default)]
+pub struct Seen {
+    pub frames: Mutex<Vec<(Dir, String)>>,
+    pub updates: Mutex<Vec<SessionNotification>>,
+    pub asks: Mutex<Vec<RequestPermissionRequest>>,
+    pub held: Mutex<Vec<Responder<RequestPermissionResponse>>>,
+}
+
+impl Seen {
+    pub fn updates(&self) -> Vec<SessionNotification> {
+        self.updates.lock().unwrap().clone()
+    }
+
+    pub fn asks(&self) -> Vec<RequestPermissionRequest> {
+        self.asks.lock().unwrap().clone()
+    }
+
+    /// The statuses one tool call went through, in order.
+    pub fn statuses(&self, call_id: &str) -> Vec<ToolCallStatus> {
+        let mut out = Vec::new();
+        for n in self.updates() {
+            match n.update {
+                SessionUpdate::ToolCall(c) if &*c.tool_call_id.0 == call_id => out.push(c.status),
+                SessionUpdate::ToolCallUpdate(u) if &*u.tool_call_id.0 == call_id => {
+                    out.extend(u.fields.status);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The frames of one direction, request ids numbered by first
+    /// appearance, tmp paths and session ids replaced.
+    pub fn transcript(&self, world: &World, dir: Dir) -> String {
+        let frames = self.frames.lock().unwrap().clone();
+        let mut ids: Vec<String> = Vec::new();
+        let mut out = String::new();
+        for (d, line) in &frames {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            if let Some(id) = v.get("id").and_then(Value::as_str).map(str::to_owned) {
+                let n = ids.iter().position(|i| *i == id).unwrap_or_else(|| {
+                    ids.push(id.clone());
+                    ids.len() - 1
+                });
+                v["id"] = json!(format!("<id-{n}>"));
+            }
+            if *d == dir {
+                out.push_str(&world.normalise(&v.to_string()));
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+pub fn pipe(
+    seen: Arc<Seen>,
+    dir: Dir,
+) -> (
+    impl futures::Sink<String, Error = io::Error> + Send + Unpin + 'static,
+    impl futures::Stream<Item = io::Result<String>> + Send + Unpin + 'static,
+) {
+    let (tx, rx) = mpsc::unbounded::<String>();
+    let sink = tx.sink_map_err(io::Error::other).with(move |line: String| {
+        seen.frames.lock().unwrap().push((dir, line.clone()));
+        futures::future::ready(Ok::<_, io::Error>(line))
+    });
+    (Box::pin(sink), rx.map(Ok))
+}
+
+/// Serve `server` to a client that answers permission requests with
+/// `answer`, run `body` as that client, then hang up. Bounded, so a hang
+/// fails the test instead of stalling the suite.
+pub async fn run<R>(
+    server: AcpServer,
+    answer: Answer,
+    seen: Arc<Seen>,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, Error>,
+) -> R {
+    let (to_agent_tx, to_agent_rx) = pipe(seen.clone(), Dir::ToAgent);
+    let (to_client_tx, to_client_rx) = pipe(seen.clone(), Dir::ToClient);
+    let agent_side = Lines::new(to_client_tx, to_agent_rx);
+    let client_side = Lines::new(to_agent_tx, to_client_rx);
+    let both = async {
+        tokio::join!(
+            server.serve(agent_side),
+            client(client_side, answer, seen, body)
+        )
+    };
+    let (served, body) = tokio::time::timeout(Duration::from_secs(120), both)
+        .await
+        .expect("the ACP conversation timed out");
+    served.expect("the server failed");
+    body.expect("the client failed")
+}
+
+/// The client side alone, on any transport (a child's stdio too).
+pub async fn client<R>(
+    transport: impl ConnectTo<Client> + 'static,
+    answer: Answer,
+    seen: Arc<Seen>,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, Error>,
+) -> Result<R, Error> {
+    let (s1, s2) = (seen.clone(), seen);
+    Client
+        .v1()
+        .name("test-client")
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
+                s1.updates.lock().unwrap().push(n);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |r: RequestPermissionRequest,
+                        responder: Responder<RequestPermissionResponse>,
+                        _cx: ConnectionTo<Agent>| {
+                s2.asks.lock().unwrap().push(r);
+                let outcome = match answer {
+                    Answer::Allow => RequestPermissionOutcome::Selected(
+                        SelectedPermissionOutcome::new(PermissionOptionId::new("allow_once")),
+                    ),
+                    Answer::Reject => RequestPermissionOutcome::Selected(
+                        SelectedPermissionOutcome::new(PermissionOptionId::new("reject_once")),
+                    ),
+                    Answer::Cancel => RequestPermissionOutcome::Cancelled,
+                    Answer::Hold => {
+                        s2.held.lock().unwrap().push(responder);
+                        return Ok(());
+                    }
+                };
+                responder.respond(RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, body)
+        .await
+}
+
+pub fn prompt(id: &agent_client_protocol::v1::schema::SessionId, text: &str) -> PromptRequest {
+    PromptRequest::new(id.clone(), vec![ContentBlock::from(text.to_owned())])
+}
+
+/// The text of the last message of a model request (a tool result).
+pub fn last_content(messages: &Value) -> String {
+    messages
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub fn policy_messages(messages: &Value) -> Vec<String> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|c| c.starts_with("[sandbox:policy]"))
+        .map(str::to_owned)
+        .collect()
+}

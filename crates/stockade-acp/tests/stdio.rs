@@ -1,0 +1,152 @@
+//! The server as an editor starts it: a child process speaking ACP on its
+//! stdin and stdout. Stdout must carry protocol frames and nothing else; the
+//! logs go to stderr.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::Lines;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest, StopReason};
+use common::{Answer, Dir, Seen, Setup, World, call, escalated, prompt, say, touch};
+use futures::StreamExt as _;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+
+/// The real `stockade` binary (a bin of stockade-cli, built next to this
+/// test by `cargo test --workspace`), run as an editor would: `stockade acp`.
+fn stockade() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join(format!("stockade{}", std::env::consts::EXE_SUFFIX));
+    stockade_testkit::require(
+        "the stockade binary (cargo test --workspace builds it)",
+        p.is_file(),
+    )
+    .then_some(p)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_stdio_stdout_carries_frames_only() {
+    let Some(w) = World::new(vec![
+        call("call-1", "bash", touch("marker")),
+        call(
+            "call-2",
+            "bash",
+            escalated(touch("marker"), "workspace-write"),
+        ),
+        say("done"),
+    ]) else {
+        return;
+    };
+    let config = w.write_config(&Setup {
+        mode: "read-only",
+        approval: Some("ask"),
+        presets: false,
+    });
+    let Some(bin) = stockade() else { return };
+    let mut child = tokio::process::Command::new(bin)
+        .args(["acp", "--config"])
+        .arg(&config)
+        .env("STOCKADE_STATE_DIR", &w.state)
+        .env_remove("STOCKADE_CONFIG")
+        .env_remove("STOCKADE_MODE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("stockade acp");
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+
+    let seen = Arc::new(Seen::default());
+    let (tap_out, tap_in) = (seen.clone(), seen.clone());
+    let outgoing = futures::sink::unfold(stdin, move |mut stdin, line: String| {
+        tap_out
+            .frames
+            .lock()
+            .unwrap()
+            .push((Dir::ToAgent, line.clone()));
+        async move {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await?;
+            Ok::<_, std::io::Error>(stdin)
+        }
+    });
+    let incoming = futures::stream::unfold(BufReader::new(stdout).lines(), |mut lines| async {
+        match lines.next_line().await {
+            Ok(Some(l)) => Some((Ok(l), lines)),
+            Ok(None) => None,
+            Err(e) => Some((Err(e), lines)),
+        }
+    })
+    .inspect(move |l| {
+        if let Ok(l) = l {
+            tap_in
+                .frames
+                .lock()
+                .unwrap()
+                .push((Dir::ToClient, l.clone()));
+        }
+    });
+    let ws = w.ws.clone();
+    let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+    let talk = common::client(transport, Answer::Allow, seen.clone(), async move |cx| {
+        cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await?;
+        let s = cx
+            .send_request(NewSessionRequest::new(&ws))
+            .block_task()
+            .await?;
+        let r = cx
+            .send_request(prompt(&s.session_id, "create the marker file"))
+            .block_task()
+            .await?;
+        Ok(r.stop_reason)
+    });
+    let stop = tokio::time::timeout(Duration::from_secs(120), talk)
+        .await
+        .expect("the conversation timed out")
+        .expect("the client failed");
+    assert_eq!(stop, StopReason::EndTurn);
+    assert!(w.ws.join("marker").is_file());
+    assert_eq!(seen.asks().len(), 1);
+
+    // The client hung up (its stdin end is dropped): the server ends cleanly.
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server exits at end of input")
+        .unwrap();
+    let mut log = String::new();
+    stderr.read_to_string(&mut log).await.unwrap();
+    assert!(status.success(), "{status}; stderr:\n{log}");
+    assert!(log.contains("stockade acp: serving ACP on stdio"), "{log}");
+
+    // Every line on stdout was a JSON-RPC 2.0 frame.
+    let frames = seen.frames.lock().unwrap().clone();
+    let to_client: Vec<&String> = frames
+        .iter()
+        .filter(|(d, _)| *d == Dir::ToClient)
+        .map(|(_, l)| l)
+        .collect();
+    assert!(!to_client.is_empty());
+    for line in to_client {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a protocol frame on stdout: {line:?}: {e}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+    }
+    // The session log landed under $STOCKADE_STATE_DIR/sessions.
+    let logs = std::fs::read_dir(w.state.join("sessions")).unwrap().count();
+    assert_eq!(logs, 1);
+}
