@@ -18,11 +18,10 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Error, Lines};
 use futures::channel::mpsc;
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use stockade_acp::{AcpServer, Environment};
+
 use stockade_agent::config::Config;
 use stockade_agent::model::ModelToolCall;
 use stockade_agent::model::scripted::{ScriptedMessage, ScriptedReply, ScriptedServer};
-use stockade_session::SessionStore;
 
 /// `target/debug/landlock-run`, next to the directory of this test binary.
 /// Missing: a failure in CI, a reported skip elsewhere.
@@ -58,9 +57,33 @@ pub struct Setup {
     pub presets: bool,
 }
 
+/// `stockade acp` as an editor starts it.
+pub struct Binary {
+    config: PathBuf,
+    state: PathBuf,
+}
+
+/// The real `stockade` binary (a bin of stockade-cli, built next to the
+/// test binaries by `cargo test --workspace`).
+pub fn stockade() -> Option<PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join(format!("stockade{}", std::env::consts::EXE_SUFFIX));
+    stockade_testkit::require(
+        "the stockade binary (cargo test --workspace builds it)",
+        p.is_file(),
+    )
+    .then_some(p)
+}
+
 impl World {
     pub fn new(script: Vec<ScriptedReply>) -> Option<Self> {
         let launcher = launcher()?;
+        stockade()?;
         // Outside every temp root: workspace-write grants /tmp, which would
         // blur what a test shows about the workspace.
         let base = stockade_testkit::scratch_base(env!("CARGO_TARGET_TMPDIR").as_ref());
@@ -124,12 +147,12 @@ max_retries = 0
         )
     }
 
-    pub fn server(&self, s: &Setup) -> AcpServer {
-        let env = Environment {
-            config_dir: self.dir.path().to_path_buf(),
-            verdict_cache_dir: None,
-        };
-        AcpServer::new(&self.config(s), &env, SessionStore::new(&self.state)).unwrap()
+    /// The real `stockade acp` binary for this setup (its config on disk).
+    pub fn server(&self, s: &Setup) -> Binary {
+        Binary {
+            config: self.write_config(s),
+            state: self.state.clone(),
+        }
     }
 
     /// The `messages` of every model request, normalised.
@@ -280,30 +303,71 @@ pub fn pipe(
     (Box::pin(sink), rx.map(Ok))
 }
 
-/// Serve `server` to a client that answers permission requests with
-/// `answer`, run `body` as that client, then hang up. Bounded, so a hang
-/// fails the test instead of stalling the suite.
+/// Start the real `stockade acp` and talk to it over its stdio as a client
+/// that answers permission requests with `answer`; run `body`, then hang up.
+/// Bounded, so a hang fails the test instead of stalling the suite.
 pub async fn run<R>(
-    server: AcpServer,
+    server: Binary,
     answer: Answer,
     seen: Arc<Seen>,
     body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, Error>,
 ) -> R {
-    let (to_agent_tx, to_agent_rx) = pipe(seen.clone(), Dir::ToAgent);
-    let (to_client_tx, to_client_rx) = pipe(seen.clone(), Dir::ToClient);
-    let agent_side = Lines::new(to_client_tx, to_agent_rx);
-    let client_side = Lines::new(to_agent_tx, to_client_rx);
-    let both = async {
-        tokio::join!(
-            server.serve(agent_side),
-            client(client_side, answer, seen, body)
-        )
-    };
-    let (served, body) = tokio::time::timeout(Duration::from_secs(120), both)
-        .await
-        .expect("the ACP conversation timed out");
-    served.expect("the server failed");
-    body.expect("the client failed")
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+    let bin = stockade().expect("the stockade binary");
+    let mut child = tokio::process::Command::new(bin)
+        .args(["acp", "--config"])
+        .arg(&server.config)
+        .env("STOCKADE_STATE_DIR", &server.state)
+        .env_remove("STOCKADE_CONFIG")
+        .env_remove("STOCKADE_MODE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("stockade acp");
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tap_out, tap_in) = (seen.clone(), seen.clone());
+    let outgoing = futures::sink::unfold(stdin, move |mut stdin, line: String| {
+        tap_out
+            .frames
+            .lock()
+            .unwrap()
+            .push((Dir::ToAgent, line.clone()));
+        async move {
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.write_all(b"\n").await?;
+            stdin.flush().await?;
+            Ok::<_, io::Error>(stdin)
+        }
+    });
+    let incoming = futures::stream::unfold(BufReader::new(stdout).lines(), |mut lines| async {
+        match lines.next_line().await {
+            Ok(Some(l)) => Some((Ok(l), lines)),
+            Ok(None) => None,
+            Err(e) => Some((Err(e), lines)),
+        }
+    })
+    .inspect(move |l| {
+        if let Ok(l) = l {
+            tap_in
+                .frames
+                .lock()
+                .unwrap()
+                .push((Dir::ToClient, l.clone()));
+        }
+    });
+    let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+    let r = tokio::time::timeout(
+        Duration::from_secs(120),
+        client(transport, answer, seen, body),
+    )
+    .await
+    .expect("the ACP conversation timed out")
+    .expect("the client failed");
+    // The transport is gone with the client: stdin is closed, the server ends.
+    let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+    r
 }
 
 /// The client side alone, on any transport (a child's stdio too).
