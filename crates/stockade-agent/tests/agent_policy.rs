@@ -137,7 +137,9 @@ fn pretty_sorted(v: &serde_json::Value) -> String {
             serde_json::Value::Object(m) => {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                serde_json::Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+                serde_json::Value::Object(
+                    keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect(),
+                )
             }
             serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort).collect()),
             other => other.clone(),
@@ -164,10 +166,7 @@ fn the_schema_has_escalation_fields_exactly_when_the_executor_confines() {
     let schema = open.schema();
     assert!(schema["properties"].get("sandbox_permissions").is_none());
     assert!(schema["properties"].get("justification").is_none());
-    insta::assert_snapshot!(
-        "bash_schema_unconfined",
-        pretty_sorted(&schema)
-    );
+    insta::assert_snapshot!("bash_schema_unconfined", pretty_sorted(&schema));
     assert!(
         confined.bash.schema()["properties"]["sandbox_permissions"]["enum"]
             == json!(["workspace-write", "danger-full-access"])
