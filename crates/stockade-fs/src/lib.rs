@@ -61,11 +61,15 @@ pub trait FileSystem: Send + Sync {
     /// The contents of the regular file at `path`. Unfenced, like reads under
     /// bash. A relative `path` is relative to the process's working
     /// directory: callers with a workspace join it first.
-    fn read(&self, path: &Path) -> Result<Vec<u8>, FsError>;
+    fn read(&self, path: &Path) -> Result<Vec<u8>, FsError> {
+        read_file(path)
+    }
 
     /// The entries of the directory `dir`, sorted by name; symlinks are
     /// reported as symlinks, not followed. Unfenced.
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntryInfo>, FsError>;
+    fn list(&self, dir: &Path) -> Result<Vec<DirEntryInfo>, FsError> {
+        list_dir(dir)
+    }
 
     /// Create or replace `path` with `contents`, atomically (a temp file in
     /// the same directory, synced, then renamed over it), under `policy`. A
@@ -137,14 +141,6 @@ pub struct LocalFs;
 impl FileSystem for LocalFs {
     fn fences(&self) -> bool {
         false
-    }
-
-    fn read(&self, path: &Path) -> Result<Vec<u8>, FsError> {
-        read_file(path)
-    }
-
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntryInfo>, FsError> {
-        list_dir(dir)
     }
 
     fn write(
@@ -274,14 +270,6 @@ impl SandboxedFs {
 impl FileSystem for SandboxedFs {
     fn fences(&self) -> bool {
         true
-    }
-
-    fn read(&self, path: &Path) -> Result<Vec<u8>, FsError> {
-        read_file(path)
-    }
-
-    fn list(&self, dir: &Path) -> Result<Vec<DirEntryInfo>, FsError> {
-        list_dir(dir)
     }
 
     fn write(
