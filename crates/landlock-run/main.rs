@@ -96,14 +96,14 @@ mod linux {
                     return Err("--probe takes no other arguments".into());
                 }
                 a if a.starts_with(b"-") => {
-                    return Err(format!("unknown option {:?}", arg.to_string_lossy()));
+                    return Err(format!("unknown option {arg:?}"));
                 }
                 _ => return Err("missing -- before ARGV".into()),
             };
             // `--ro --` is a forgotten PATH, not a grant on a directory named "--".
             match args.get(i + 1) {
                 Some(p) if p.as_bytes() != b"--" => grants.push((PathBuf::from(p), write)),
-                _ => return Err(format!("{} needs a PATH", arg.to_string_lossy())),
+                _ => return Err(format!("{} needs a PATH", Path::new(arg).display())),
             }
             i += 2;
         }
@@ -319,10 +319,7 @@ mod linux {
     fn exec(argv: &[OsString]) -> ! {
         close_inherited_fds();
         let err = Command::new(&argv[0]).args(&argv[1..]).exec();
-        fail(format_args!(
-            "cannot execute {:?}: {err}",
-            argv[0].to_string_lossy()
-        ))
+        fail(format_args!("cannot execute {:?}: {err}", argv[0]))
     }
 
     /// Proves enforcement end to end in a throwaway child: a write the ruleset

@@ -27,7 +27,7 @@ fn temp_files(dir: &Path) -> Vec<OsString> {
     fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().starts_with(TEMP_PREFIX))
+        .filter(|n| n.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes()))
         .collect()
 }
 

@@ -131,8 +131,10 @@ pub fn leftover_temp_files(root: &Path) -> Vec<PathBuf> {
     snapshot(root, &[])
         .into_keys()
         .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(stockade_fs::TEMP_PREFIX))
+            p.file_name().is_some_and(|n| {
+                n.as_encoded_bytes()
+                    .starts_with(stockade_fs::TEMP_PREFIX.as_bytes())
+            })
         })
         .collect()
 }
