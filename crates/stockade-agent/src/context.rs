@@ -48,9 +48,12 @@ impl PolicyContext {
         let mut m = String::from(
             "[sandbox:policy] Current policy for this session. It supersedes every earlier policy message.\n",
         );
-        if !self.confines {
+        if !self.confines && !self.files_fenced {
             m.push_str("Sandbox: none. Commands are not sandboxed in this deployment; no escalation exists.\n");
             return m;
+        }
+        if !self.confines {
+            m.push_str("Commands are not sandboxed in this deployment; file edits are.\n");
         }
         let mode = self.policy.effective_mode(Some(session));
         let source = match session.sandbox_override() {
@@ -59,10 +62,10 @@ impl PolicyContext {
         };
         let _ = writeln!(m, "Sandbox mode: {mode} ({source}).");
         let root = self.policy.workspace_root(Some(session));
-        let who = if self.files_fenced {
-            "Commands and file edits"
-        } else {
-            "Commands"
+        let who = match (self.confines, self.files_fenced) {
+            (true, true) => "Commands and file edits",
+            (true, false) => "Commands",
+            (false, _) => "File edits",
         };
         let _ = match mode {
             SandboxMode::ReadOnly => writeln!(

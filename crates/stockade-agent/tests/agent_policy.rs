@@ -606,6 +606,10 @@ fn policy_context_for_every_composition() {
     let policy = Arc::new(PolicyService::new(SandboxMode::DangerFullAccess, &w.ws));
     let never = Arc::new(ApprovalService::new(ApprovalPolicy::Never, vec![]));
     let unconfined = PolicyContext::new(policy.clone(), None, false).render(&s);
+    let files_only = PolicyContext::new(policy.clone(), None, false)
+        .with_fenced_files(true)
+        .render(&s);
+    insta::assert_snapshot!("policy_context_files_only", files_only);
     let no_approval = PolicyContext::new(policy.clone(), None, true).render(&s);
     let never = PolicyContext::new(policy, Some(never), true).render(&s);
     insta::assert_snapshot!("policy_context_unconfined", unconfined);
