@@ -9,29 +9,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_client_protocol::Lines;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest, StopReason};
 use common::{Answer, Dir, Seen, Setup, World, call, escalated, prompt, say, touch};
-use futures::StreamExt as _;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-
-/// The real `stockade` binary (a bin of stockade-cli, built next to this
-/// test by `cargo test --workspace`), run as an editor would: `stockade acp`.
-fn stockade() -> Option<std::path::PathBuf> {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join(format!("stockade{}", std::env::consts::EXE_SUFFIX));
-    stockade_testkit::require(
-        "the stockade binary (cargo test --workspace builds it)",
-        p.is_file(),
-    )
-    .then_some(p)
-}
+use tokio::io::AsyncReadExt as _;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn over_stdio_stdout_carries_frames_only() {
@@ -46,61 +27,15 @@ async fn over_stdio_stdout_carries_frames_only() {
     ]) else {
         return;
     };
-    let config = w.write_config(&Setup {
+    let server = w.server(&Setup {
         mode: "read-only",
         approval: Some("ask"),
         presets: false,
     });
-    let Some(bin) = stockade() else { return };
-    let mut child = tokio::process::Command::new(bin)
-        .args(["acp", "--config"])
-        .arg(&config)
-        .env("STOCKADE_STATE_DIR", &w.state)
-        .env_remove("STOCKADE_CONFIG")
-        .env_remove("STOCKADE_MODE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("stockade acp");
-    let stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-
     let seen = Arc::new(Seen::default());
-    let (tap_out, tap_in) = (seen.clone(), seen.clone());
-    let outgoing = futures::sink::unfold(stdin, move |mut stdin, line: String| {
-        tap_out
-            .frames
-            .lock()
-            .unwrap()
-            .push((Dir::ToAgent, line.clone()));
-        async move {
-            stdin.write_all(line.as_bytes()).await?;
-            stdin.write_all(b"\n").await?;
-            stdin.flush().await?;
-            Ok::<_, std::io::Error>(stdin)
-        }
-    });
-    let incoming = futures::stream::unfold(BufReader::new(stdout).lines(), |mut lines| async {
-        match lines.next_line().await {
-            Ok(Some(l)) => Some((Ok(l), lines)),
-            Ok(None) => None,
-            Err(e) => Some((Err(e), lines)),
-        }
-    })
-    .inspect(move |l| {
-        if let Ok(l) = l {
-            tap_in
-                .frames
-                .lock()
-                .unwrap()
-                .push((Dir::ToClient, l.clone()));
-        }
-    });
+    let (mut child, transport) = common::spawn(&server, &seen, Stdio::piped());
+    let mut stderr = child.stderr.take().unwrap();
     let ws = w.ws.clone();
-    let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
     let talk = common::client(transport, Answer::Allow, seen.clone(), async move |cx| {
         cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
             .block_task()

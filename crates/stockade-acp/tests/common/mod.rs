@@ -303,15 +303,14 @@ pub fn pipe(
     (Box::pin(sink), rx.map(Ok))
 }
 
-/// Start the real `stockade acp` and talk to it over its stdio as a client
-/// that answers permission requests with `answer`; run `body`, then hang up.
-/// Bounded, so a hang fails the test instead of stalling the suite.
-pub async fn run<R>(
-    server: Binary,
-    answer: Answer,
-    seen: Arc<Seen>,
-    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, Error>,
-) -> R {
+/// Start the real `stockade acp` for `server`, with its stdin and stdout as
+/// an ACP transport whose frames are recorded in `seen`. `stderr` is where
+/// the server's log goes.
+pub fn spawn(
+    server: &Binary,
+    seen: &Arc<Seen>,
+    stderr: std::process::Stdio,
+) -> (tokio::process::Child, impl ConnectTo<Client> + 'static) {
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
     let bin = stockade().expect("the stockade binary");
     let mut child = tokio::process::Command::new(bin)
@@ -322,6 +321,7 @@ pub async fn run<R>(
         .env_remove("STOCKADE_MODE")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
         .kill_on_drop(true)
         .spawn()
         .expect("stockade acp");
@@ -357,7 +357,19 @@ pub async fn run<R>(
                 .push((Dir::ToClient, l.clone()));
         }
     });
-    let transport = Lines::new(Box::pin(outgoing), Box::pin(incoming));
+    (child, Lines::new(Box::pin(outgoing), Box::pin(incoming)))
+}
+
+/// Start the real `stockade acp` and talk to it over its stdio as a client
+/// that answers permission requests with `answer`; run `body`, then hang up.
+/// Bounded, so a hang fails the test instead of stalling the suite.
+pub async fn run<R>(
+    server: Binary,
+    answer: Answer,
+    seen: Arc<Seen>,
+    body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, Error>,
+) -> R {
+    let (mut child, transport) = spawn(&server, &seen, std::process::Stdio::null());
     let r = tokio::time::timeout(
         Duration::from_secs(120),
         client(transport, answer, seen, body),
