@@ -2,7 +2,10 @@
 //! real Landlock runner: a denial, an approved retry, the log as the store.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::path::PathBuf;
+mod common;
+
+use common::world;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,30 +17,8 @@ use stockade_agent::{
 };
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
-use stockade_session::{Session, SessionStore};
+use stockade_session::Session;
 use stockade_shell::{SandboxedExecutor, ShellExecutor};
-
-struct World {
-    _dir: tempfile::TempDir,
-    store: SessionStore,
-    ws: PathBuf,
-}
-
-fn world() -> World {
-    let base = stockade_testkit::scratch_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let dir = tempfile::Builder::new()
-        .prefix("loop-")
-        .tempdir_in(base)
-        .unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let store = SessionStore::new(dir.path().join("state"));
-    World {
-        _dir: dir,
-        store,
-        ws,
-    }
-}
 
 fn agent(server: &ScriptedServer, ws: &std::path::Path, outcome: ApprovalOutcome) -> Agent {
     let exe = std::env::current_exe().unwrap();

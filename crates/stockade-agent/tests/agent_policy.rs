@@ -4,6 +4,9 @@
 //! When `CI=true` a missing runner is a failure, never a skip.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod common;
+
+use common::world;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +18,7 @@ use stockade_agent::{
 };
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
-use stockade_session::{Event, KnobSource, Session, SessionStore};
+use stockade_session::{Event, KnobSource, Session};
 use stockade_shell::{BoxFuture, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 
 fn launcher() -> PathBuf {
@@ -36,32 +39,6 @@ fn provider() -> Arc<LocalProvider> {
         ..Default::default()
     };
     Arc::new(LocalProvider::new(s).unwrap())
-}
-
-struct World {
-    _dir: tempfile::TempDir,
-    store: SessionStore,
-    ws: PathBuf,
-    outside: PathBuf,
-}
-
-fn world() -> World {
-    let base = stockade_testkit::scratch_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let dir = tempfile::Builder::new()
-        .prefix("agent-")
-        .tempdir_in(base)
-        .unwrap();
-    let ws = dir.path().join("ws");
-    let outside = dir.path().join("outside");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::create_dir(&outside).unwrap();
-    let store = SessionStore::new(dir.path().join("state"));
-    World {
-        _dir: dir,
-        store,
-        ws,
-        outside,
-    }
 }
 
 struct Composed {

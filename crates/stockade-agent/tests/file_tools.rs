@@ -2,7 +2,10 @@
 //! escalation gate, per-session roots.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::world;
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -13,34 +16,8 @@ use stockade_agent::{
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
-use stockade_session::{Event, KnobSource, Session, SessionStore};
+use stockade_session::{Event, KnobSource, Session};
 use stockade_shell::{SandboxedExecutor, ShellExecutor};
-
-struct World {
-    _dir: tempfile::TempDir,
-    store: SessionStore,
-    ws: PathBuf,
-    outside: PathBuf,
-}
-
-fn world() -> World {
-    let base = stockade_testkit::scratch_base(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let dir = tempfile::Builder::new()
-        .prefix("files-")
-        .tempdir_in(base)
-        .unwrap();
-    let ws = dir.path().join("ws");
-    let outside = dir.path().join("outside");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::create_dir(&outside).unwrap();
-    let store = SessionStore::new(dir.path().join("state"));
-    World {
-        _dir: dir,
-        store,
-        ws,
-        outside,
-    }
-}
 
 fn fenced() -> Arc<dyn FileSystem> {
     // No host temp roots: the tests own every writable root.
