@@ -5,10 +5,12 @@
 //! vocabulary can never grow silently in one place and not another.
 #![forbid(unsafe_code)]
 
+pub mod gaps;
 mod mode;
 mod policy;
 mod provider;
 mod runner_failure;
+pub mod status;
 pub mod texts;
 
 pub use mode::{
@@ -16,6 +18,7 @@ pub use mode::{
 };
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
-    BackendAttempt, Confined, SANDBOX_UNAVAILABLE, SandboxProvider, SandboxUnavailable,
+    BackendAttempt, Confined, Gap, PassFd, SANDBOX_UNAVAILABLE, SandboxProvider,
+    SandboxUnavailable, StatusChannel,
 };
 pub use runner_failure::{FatalLine, RunnerFailureRule};

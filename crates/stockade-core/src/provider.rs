@@ -1,6 +1,7 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::mode::Enforcement;
 use crate::policy::SandboxPolicy;
@@ -25,6 +26,57 @@ pub struct Confined {
     /// What this wrap lets the command write, as the backend grants it, so a
     /// denial can say which roots were writable.
     pub writable_roots: Vec<PathBuf>,
+    /// Descriptors the spawner must place at fixed numbers in the child
+    /// (held writable roots, protected paths), because `argv` names them by
+    /// number rather than by a path a confined run could have moved.
+    pub pass_fds: Vec<PassFd>,
+    /// Where the runner reports whether it started the command, on a channel
+    /// the command cannot write. `None`: only `runner_failure_rules` (an
+    /// operator `runner_command`) tell a runner failure.
+    pub status: Option<StatusChannel>,
+    /// What this backend does NOT govern on this host, by name.
+    pub gaps: Vec<Gap>,
+}
+
+/// One open descriptor handed to the child at `child_fd`. The spawner maps a
+/// duplicate of `file` there; the original stays with whoever holds it.
+#[derive(Debug, Clone)]
+pub struct PassFd {
+    pub child_fd: i32,
+    pub file: Arc<std::fs::File>,
+}
+
+/// Two `PassFd`s are equal when they hand the same open file to the same slot.
+impl PartialEq for PassFd {
+    fn eq(&self, other: &Self) -> bool {
+        self.child_fd == other.child_fd && Arc::ptr_eq(&self.file, &other.file)
+    }
+}
+impl Eq for PassFd {}
+
+/// The runner's status channel: the spawner opens a pipe, hands its write
+/// end to the child at `child_fd` and reads the records of
+/// [`crate::status`] from the other end once the process has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusChannel {
+    pub child_fd: i32,
+}
+
+/// Something a policy names that this backend cannot govern here. The names
+/// are the closed set in [`crate::gaps`]; `detail` says why and what it means.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Gap {
+    pub name: &'static str,
+    pub detail: String,
+}
+
+impl Gap {
+    pub fn new(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            detail: detail.into(),
+        }
+    }
 }
 
 /// One backend that was tried, and why it could not be used.

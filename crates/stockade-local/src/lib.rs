@@ -501,6 +501,9 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: vec![profile::BWRAP_DENIAL.into()],
                 runner_failure_rules: profile::signature_rules(rc.failure_signatures()),
                 writable_roots: profile::granted(&policy, tmpdir.as_deref()),
+                pass_fds: vec![],
+                status: None,
+                gaps: vec![],
             });
         }
         let sel = self.selected()?;
@@ -516,6 +519,9 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: vec![profile::BWRAP_DENIAL.into()],
                 runner_failure_rules: profile::bwrap_rules(),
                 writable_roots: profile::granted(&policy, tmpdir.as_deref()),
+                pass_fds: vec![],
+                status: None,
+                gaps: vec![],
             },
             SelectedBackend::Linux(Backend::Landlock) => Confined {
                 argv: profile::with_runner(
@@ -527,6 +533,9 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
                 runner_failure_rules: profile::landlock_rules(),
                 writable_roots: profile::granted(&policy, tmpdir.as_deref()),
+                pass_fds: vec![],
+                status: None,
+                gaps: vec![],
             },
             SelectedBackend::Seatbelt => {
                 return seatbelt::confine(&sel.runner, self.host.as_ref(), given, argv);

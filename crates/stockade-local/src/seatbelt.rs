@@ -247,6 +247,9 @@ pub(crate) fn confine(
         denial_signatures: vec![SEATBELT_DENIAL.into()],
         runner_failure_rules: seatbelt_rules(),
         writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
+        pass_fds: vec![],
+        status: None,
+        gaps: vec![],
     })
 }
 

@@ -422,6 +422,9 @@ impl PlatformRung for FakeRung {
             denial_signatures: vec![],
             runner_failure_rules: vec![],
             writable_roots: vec![],
+            pass_fds: vec![],
+            status: None,
+            gaps: vec![],
         })
     }
     fn report(&self) -> BackendReport {

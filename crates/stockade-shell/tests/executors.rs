@@ -249,6 +249,9 @@ impl SandboxProvider for OldLandlock {
             denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
             runner_failure_rules: profile::landlock_rules(),
             writable_roots: vec![],
+            pass_fds: vec![],
+            status: None,
+            gaps: vec![],
         })
     }
 }
@@ -585,6 +588,9 @@ impl SandboxProvider for RecordingProvider {
             denial_signatures: vec![],
             runner_failure_rules: vec![],
             writable_roots: vec![],
+            pass_fds: vec![],
+            status: None,
+            gaps: vec![],
         })
     }
 }

@@ -177,6 +177,9 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             denial_signatures: DENIAL_SIGNATURES.iter().map(|s| (*s).to_owned()).collect(),
             runner_failure_rules: failure_rules(),
             writable_roots,
+            pass_fds: vec![],
+            status: None,
+            gaps: vec![],
         })
     }
 

@@ -1,0 +1,27 @@
+//! The names a [`crate::Gap`] may carry: what a backend may fail to govern.
+//! One closed list, so result facts and `probe` always spell a gap the same.
+
+/// Mode, owner, timestamps, xattrs/ACLs or inode flags of files outside the
+/// writable roots can be changed (Landlock has no metadata rights).
+pub const METADATA: &str = "metadata";
+/// `.git/hooks`, `.git/config` (and other protected paths) inside a writable
+/// root are not read-only (Landlock cannot carve a hole in an allowed root).
+pub const PROTECTED_PATHS: &str = "protected-paths";
+/// Files outside the writable roots can be truncated (Landlock below ABI 3).
+pub const TRUNCATE: &str = "truncate";
+/// Unix sockets outside the sandbox can be connected to.
+pub const UNIX_SOCKETS: &str = "unix-sockets";
+/// Processes outside the sandbox can be signalled.
+pub const SIGNALS: &str = "signals";
+/// Some of the procfs entries container runtimes mask stay readable.
+pub const PROC_MASKS: &str = "proc-masks";
+
+/// Every name, for tests and documentation.
+pub const ALL: &[&str] = &[
+    METADATA,
+    PROTECTED_PATHS,
+    TRUNCATE,
+    UNIX_SOCKETS,
+    SIGNALS,
+    PROC_MASKS,
+];
