@@ -1,0 +1,431 @@
+//! Writable roots, held.
+//!
+//! A confined command may try to prepare the *next* run: rename the
+//! workspace (or `$TMPDIR`) away and put a symlink to `/` in its place, so
+//! that a path re-resolved at the next confine names somewhere else. Every
+//! writable root is therefore resolved once per session (or CLI
+//! invocation), identified by device and inode, and held open; runners get
+//! the held directory (a descriptor), never the path again. Later uses check
+//! that the path still names the held directory and fail closed otherwise.
+//!
+//! Resolution itself refuses a symlink that lies inside a writable root
+//! (`/tmp/ws -> /`): a confined run could have planted it, so it is no
+//! evidence of what the user meant.
+#![forbid(unsafe_code)]
+
+#[cfg(unix)]
+mod protect;
+mod resolve;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+#[cfg(unix)]
+pub use protect::{Protected, git_protected};
+pub use resolve::{beneath, resolve_guarded};
+
+/// Which root a held directory is, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootKind {
+    Workspace,
+    Tmp,
+    TmpDir,
+}
+
+impl RootKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RootKind::Workspace => "workspace",
+            RootKind::Tmp => "/tmp",
+            RootKind::TmpDir => "$TMPDIR",
+        }
+    }
+}
+
+impl fmt::Display for RootKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a root (or a file that must lie outside every root) is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    #[error("{what} {}: must be an absolute path", path.display())]
+    Relative { what: RootKind, path: PathBuf },
+    #[error(
+        "{what} {}: is the filesystem root; granting it would make every file writable",
+        path.display()
+    )]
+    FilesystemRoot { what: RootKind, path: PathBuf },
+    #[error("{what} {}: {source}", path.display())]
+    Open {
+        what: RootKind,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{what} {}: not a directory", path.display())]
+    NotADirectory { what: RootKind, path: PathBuf },
+    #[error(
+        "{what} {}: passes through the symlink {}, which lies in the writable root {}: a confined run could have planted it",
+        path.display(), link.display(), root.display()
+    )]
+    PlantedSymlink {
+        what: RootKind,
+        path: PathBuf,
+        link: PathBuf,
+        root: PathBuf,
+    },
+    #[error(
+        "{what} {}: no longer names the directory held for it (held at {}, now {}): a confined run may have moved it; nothing ran. Start a new session (or invocation) to use what is there now",
+        path.display(), held.display(), now
+    )]
+    Moved {
+        what: RootKind,
+        path: PathBuf,
+        held: PathBuf,
+        now: String,
+    },
+    #[error(
+        "protected path {}: is a symlink; stockade cannot keep what it points to read-only, so nothing runs",
+        path.display()
+    )]
+    ProtectedSymlink { path: PathBuf },
+    #[error("protected path {}: {source}", path.display())]
+    Protect {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{what} {}: lies beneath the writable root {}, where a confined command could change it",
+        path.display(), root.display()
+    )]
+    BeneathWritableRoot {
+        /// What the file is (`config`, `state directory`, `runner bwrap`, ...).
+        what: String,
+        path: PathBuf,
+        root: PathBuf,
+    },
+}
+
+impl RootError {
+    /// The path the error is about, as given.
+    pub fn path(&self) -> &Path {
+        match self {
+            RootError::Relative { path, .. }
+            | RootError::FilesystemRoot { path, .. }
+            | RootError::Open { path, .. }
+            | RootError::NotADirectory { path, .. }
+            | RootError::PlantedSymlink { path, .. }
+            | RootError::Moved { path, .. }
+            | RootError::BeneathWritableRoot { path, .. }
+            | RootError::ProtectedSymlink { path }
+            | RootError::Protect { path, .. } => path,
+        }
+    }
+}
+
+/// What a held directory is, independent of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+}
+
+#[cfg(unix)]
+fn identity(m: &std::fs::Metadata) -> Option<Identity> {
+    use std::os::unix::fs::MetadataExt;
+    Some(Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+/// Off Unix the held handle still pins the directory (Windows refuses to
+/// rename an open directory); identity is then its resolved path.
+#[cfg(not(unix))]
+fn identity(_: &std::fs::Metadata) -> Option<Identity> {
+    None
+}
+
+/// One writable root, resolved once and held open.
+#[derive(Debug)]
+pub struct HeldDir {
+    what: RootKind,
+    given: PathBuf,
+    path: PathBuf,
+    file: Arc<File>,
+    id: Option<Identity>,
+}
+
+impl HeldDir {
+    /// Resolve `given` (absolute) refusing symlinks inside `guards`, open the
+    /// directory it names, and check that the opened directory is still
+    /// what the path names (a swap between resolution and open fails).
+    pub fn hold(what: RootKind, given: &Path, guards: &[PathBuf]) -> Result<Self, RootError> {
+        if !given.is_absolute() {
+            return Err(RootError::Relative {
+                what,
+                path: given.to_path_buf(),
+            });
+        }
+        let path = resolve_guarded(what, given, guards)?;
+        if path.parent().is_none() {
+            return Err(RootError::FilesystemRoot {
+                what,
+                path: given.to_path_buf(),
+            });
+        }
+        let file = open_dir(&path).map_err(|source| match source.kind() {
+            io::ErrorKind::NotADirectory => RootError::NotADirectory {
+                what,
+                path: given.to_path_buf(),
+            },
+            _ => RootError::Open {
+                what,
+                path: given.to_path_buf(),
+                source,
+            },
+        })?;
+        let m = file.metadata().map_err(|source| RootError::Open {
+            what,
+            path: given.to_path_buf(),
+            source,
+        })?;
+        if !m.is_dir() {
+            return Err(RootError::NotADirectory {
+                what,
+                path: given.to_path_buf(),
+            });
+        }
+        let held = Self {
+            what,
+            given: given.to_path_buf(),
+            path,
+            file: Arc::new(file),
+            id: identity(&m),
+        };
+        held.verify(guards)?;
+        Ok(held)
+    }
+
+    pub fn kind(&self) -> RootKind {
+        self.what
+    }
+
+    /// The path as the session (or invocation) was given it.
+    pub fn given(&self) -> &Path {
+        &self.given
+    }
+
+    /// Where the directory was when it was held: symlinks resolved. This is
+    /// where runners show it to the command.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The held directory. Hand a duplicate of it to a runner; never reopen
+    /// the path.
+    pub fn file(&self) -> &Arc<File> {
+        &self.file
+    }
+
+    /// Fail closed unless the given path (resolved again, refusing planted
+    /// symlinks) still names the held directory at the place it was held.
+    pub fn verify(&self, guards: &[PathBuf]) -> Result<(), RootError> {
+        let moved = |now: String| RootError::Moved {
+            what: self.what,
+            path: self.given.clone(),
+            held: self.path.clone(),
+            now,
+        };
+        let now = resolve_guarded(self.what, &self.given, guards)?;
+        if now != self.path {
+            return Err(moved(format!("{}", now.display())));
+        }
+        let m = std::fs::metadata(&now).map_err(|e| moved(e.to_string()))?;
+        if let (Some(held), Some(seen)) = (self.id, identity(&m))
+            && held != seen
+        {
+            return Err(moved(format!(
+                "a different directory (device {} inode {}, held device {} inode {})",
+                seen.dev, seen.ino, held.dev, held.ino
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn open_dir(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NOFOLLOW: `path` is fully resolved, so a symlink here was swapped in
+    // after resolution. std adds O_CLOEXEC.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path)
+}
+
+#[cfg(windows)]
+fn open_dir(path: &Path) -> io::Result<File> {
+    use std::os::windows::fs::OpenOptionsExt;
+    // FILE_FLAG_BACKUP_SEMANTICS: the only way to open a directory handle.
+    const FILE_FLAG_BACKUP_SEMANTICS: u32 = 0x0200_0000;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(path)
+}
+
+#[cfg(not(any(unix, windows)))]
+fn open_dir(path: &Path) -> io::Result<File> {
+    File::open(path)
+}
+
+/// The writable roots of one provider (and the fence that shares it): the
+/// host temp roots, held when this is built, and every workspace the first
+/// time it is used.
+#[derive(Debug)]
+pub struct RootPins {
+    temp: Vec<Arc<HeldDir>>,
+    tmpdir_note: Option<String>,
+    workspaces: Mutex<HashMap<PathBuf, Arc<HeldDir>>>,
+}
+
+impl Default for RootPins {
+    fn default() -> Self {
+        Self::from_env()
+    }
+}
+
+impl RootPins {
+    /// `/tmp` and `$TMPDIR` as this process sees them now.
+    #[cfg(unix)]
+    pub fn from_env() -> Self {
+        Self::new(Some(Path::new("/tmp")), std::env::var_os("TMPDIR"))
+    }
+
+    /// Off Unix the host temp root is the OS's temp dir.
+    #[cfg(not(unix))]
+    pub fn from_env() -> Self {
+        let t = std::env::temp_dir();
+        let mut pins = Self::new(None, None);
+        if let Ok(h) = HeldDir::hold(RootKind::TmpDir, &t, &[]) {
+            pins.temp.push(Arc::new(h));
+        }
+        pins
+    }
+
+    /// `tmp` (when a directory) and `tmpdir` (a `$TMPDIR` value). A
+    /// `$TMPDIR` that is empty, relative, `/`, not a directory, or reached
+    /// through a symlink inside `tmp` is not granted; `tmpdir_note` says why.
+    pub fn new(tmp: Option<&Path>, tmpdir: Option<OsString>) -> Self {
+        let mut temp: Vec<Arc<HeldDir>> = Vec::new();
+        if let Some(tmp) = tmp
+            && let Ok(h) = HeldDir::hold(RootKind::Tmp, tmp, &[])
+        {
+            temp.push(Arc::new(h));
+        }
+        let mut tmpdir_note = None;
+        if let Some(set) = tmpdir.filter(|t| !t.is_empty()).map(PathBuf::from) {
+            let guards: Vec<PathBuf> = temp.iter().map(|h| h.path().to_path_buf()).collect();
+            match HeldDir::hold(RootKind::TmpDir, &set, &guards) {
+                Ok(h) if temp.iter().any(|t| t.path() == h.path()) => {}
+                Ok(h) => temp.push(Arc::new(h)),
+                Err(e) => tmpdir_note = Some(format!("not granted: {e}")),
+            }
+        }
+        Self {
+            temp,
+            tmpdir_note,
+            workspaces: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// No temp roots at all (tests, or a host without them).
+    pub fn without_temp_roots() -> Self {
+        Self::new(None, None)
+    }
+
+    /// The held temp roots, `/tmp` first.
+    pub fn temp_roots(&self) -> &[Arc<HeldDir>] {
+        &self.temp
+    }
+
+    /// Why `$TMPDIR` is not among the temp roots, when it was set.
+    pub fn tmpdir_note(&self) -> Option<&str> {
+        self.tmpdir_note.as_deref()
+    }
+
+    /// The resolved temp roots: symlinks inside them are refused wherever a
+    /// root is resolved.
+    fn temp_guards(&self) -> Vec<PathBuf> {
+        self.temp.iter().map(|h| h.path().to_path_buf()).collect()
+    }
+
+    /// The workspace named `given`: held on first use, verified on every
+    /// later one. Moving it (or a component of its path) afterwards fails
+    /// closed here, for every later caller of this registry.
+    pub fn workspace(&self, given: &Path) -> Result<Arc<HeldDir>, RootError> {
+        let guards = self.temp_guards();
+        let mut map = self
+            .workspaces
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(held) = map.get(given) {
+            held.verify(&guards)?;
+            return Ok(held.clone());
+        }
+        let held = Arc::new(HeldDir::hold(RootKind::Workspace, given, &guards)?);
+        map.insert(given.to_path_buf(), held.clone());
+        Ok(held)
+    }
+
+    /// Every temp root still names what was held.
+    pub fn verify_temp(&self) -> Result<(), RootError> {
+        let guards = self.temp_guards();
+        self.temp.iter().try_for_each(|t| t.verify(&guards))
+    }
+
+    /// The resolved writable roots of a workspace-write run in `workspace`
+    /// (the widest set a session can switch to without an escalation).
+    pub fn writable_paths(&self, workspace: Option<&HeldDir>) -> Vec<PathBuf> {
+        let mut out = self.temp_guards();
+        if let Some(w) = workspace
+            && !out.iter().any(|p| p == w.path())
+        {
+            out.push(w.path().to_path_buf());
+        }
+        out
+    }
+
+    /// Refuse `path` (a config file, a state directory, a runner) when it
+    /// lies beneath a writable root of runs in `workspace`.
+    pub fn refuse_beneath(
+        &self,
+        what: &str,
+        path: &Path,
+        workspace: Option<&HeldDir>,
+    ) -> Result<(), RootError> {
+        match beneath(path, &self.writable_paths(workspace)) {
+            Some(root) => Err(RootError::BeneathWritableRoot {
+                what: what.to_owned(),
+                path: path.to_path_buf(),
+                root,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(unix)]
+mod tests;
