@@ -249,7 +249,7 @@ fn a_worktree_protects_its_git_file_and_both_git_dirs() {
     git(&["worktree", "add", "-q", wt.to_str().unwrap()]);
     let pins = RootPins::without_temp_roots();
     let held = pins.workspace(&wt).unwrap();
-    let p = git_protected(&held, &[root.clone()]).unwrap();
+    let p = git_protected(&held, std::slice::from_ref(&root)).unwrap();
     let names: Vec<_> = p.iter().map(|p| p.path.clone()).collect();
     assert!(names.contains(&wt.join(".git")), "{names:?}");
     assert!(names.contains(&main.join(".git/hooks")), "{names:?}");
@@ -267,6 +267,6 @@ fn a_symlinked_hooks_dir_is_refused() {
     symlink(d.path(), ws.join(".git/hooks")).unwrap();
     let pins = RootPins::without_temp_roots();
     let held = pins.workspace(&ws).unwrap();
-    let err = git_protected(&held, &[ws.clone()]).unwrap_err();
+    let err = git_protected(&held, std::slice::from_ref(&ws)).unwrap_err();
     assert!(matches!(err, RootError::ProtectedSymlink { .. }), "{err}");
 }
