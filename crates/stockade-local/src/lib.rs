@@ -25,6 +25,7 @@ use std::sync::{Arc, OnceLock};
 use stockade_core::{
     BackendAttempt, Confined, Enforcement, SandboxPolicy, SandboxProvider, SandboxUnavailable,
 };
+use stockade_roots::RootPins;
 
 pub use host::{Host, default_host};
 pub use rung::PlatformRung;
@@ -161,6 +162,9 @@ pub struct LocalProvider {
     host: Arc<dyn Host>,
     rung: Option<Arc<dyn PlatformRung>>,
     selection: OnceLock<Result<Selected, SandboxUnavailable>>,
+    /// The writable roots, held: shared with the file fence of the same
+    /// composition so both grant the same directories.
+    pins: Arc<RootPins>,
 }
 
 impl fmt::Debug for LocalProvider {
@@ -190,7 +194,20 @@ impl LocalProvider {
             host,
             rung: None,
             selection: OnceLock::new(),
+            pins: Arc::new(RootPins::from_env()),
         })
+    }
+
+    /// Share held roots with others of the same composition (the file
+    /// fence), so a workspace is held once for all of them.
+    pub fn with_pins(mut self, pins: Arc<RootPins>) -> Self {
+        self.pins = pins;
+        self
+    }
+
+    /// The held writable roots this provider grants.
+    pub fn pins(&self) -> &Arc<RootPins> {
+        &self.pins
     }
 
     /// Mount a rung built outside this crate (e.g. the Windows restricted

@@ -65,6 +65,8 @@ pub enum SettingsError {
     MultilineSignature { index: usize, value: String },
     #[error("probe_timeout: must be greater than zero")]
     ZeroProbeTimeout,
+    #[error("allow_sockets[{index}]: must be an absolute path, got {}", path.display())]
+    RelativeSocket { index: usize, path: PathBuf },
 }
 
 /// An operator-asserted bwrap-compatible runner: the chain and its probes are
@@ -123,6 +125,9 @@ pub struct LocalSettings {
     /// Where `auto` keeps its verdict between processes; `None` keeps it for
     /// the provider's lifetime only.
     pub verdict_cache_dir: Option<PathBuf>,
+    /// Unix sockets a confined command may still connect to (absolute
+    /// paths). Every other socket outside the sandbox is out of reach.
+    pub allow_sockets: Vec<PathBuf>,
 }
 
 impl Default for LocalSettings {
@@ -134,6 +139,7 @@ impl Default for LocalSettings {
             runner_command: None,
             probe_timeout: Duration::from_secs(5),
             verdict_cache_dir: None,
+            allow_sockets: Vec::new(),
         }
     }
 }
@@ -157,6 +163,14 @@ impl LocalSettings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         if self.probe_timeout.is_zero() {
             return Err(SettingsError::ZeroProbeTimeout);
+        }
+        for (index, path) in self.allow_sockets.iter().enumerate() {
+            if !path.is_absolute() {
+                return Err(SettingsError::RelativeSocket {
+                    index,
+                    path: path.clone(),
+                });
+            }
         }
         Ok(())
     }
