@@ -19,10 +19,29 @@ pub enum ShellError {
         workdir: PathBuf,
         source: std::io::Error,
     },
+    /// A descriptor the provider asked for cannot be placed in the child
+    /// at `child_fd`, so nothing was started.
+    #[error("cannot place a descriptor at fd {child_fd} in the child: {conflict}")]
+    FdPlacement { child_fd: i32, conflict: FdConflict },
     #[error("empty argv: nothing to run")]
     EmptyArgv,
     #[error("background jobs need a running tokio runtime: {0}")]
     NoRuntime(String),
+}
+
+/// Why a descriptor cannot go where the provider asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FdConflict {
+    /// 0, 1 and 2 are the command's standard streams, which the executor
+    /// owns; a negative number is no descriptor at all.
+    #[error("fds 0-2 are the standard streams and negative numbers are not descriptors")]
+    Reserved,
+    /// Two descriptors (held files or the status channel) asked for it.
+    #[error("another descriptor is placed there too")]
+    Duplicate,
+    /// This platform has no way to hand a child a descriptor by number.
+    #[error("this platform cannot hand descriptors to a child by number")]
+    Unsupported,
 }
 
 impl ShellError {

@@ -207,6 +207,9 @@ impl SandboxedExecutor {
                 denial_signatures: vec![],
                 rules: vec![],
                 writable_roots: vec![],
+                gaps: vec![],
+                pass_fds: vec![],
+                status: None,
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -220,6 +223,9 @@ impl SandboxedExecutor {
             denial_signatures,
             rules: confined.runner_failure_rules,
             writable_roots: confined.writable_roots,
+            gaps: confined.gaps,
+            pass_fds: confined.pass_fds,
+            status: confined.status,
         };
         Ok(launch(spec, confined.argv, Some(wrap), self.limits))
     }

@@ -3,10 +3,17 @@
 //!
 //! Before start, a spawn rejection is a runner failure only when the workdir
 //! is usable and the OS reports ENOENT/EACCES for the provider's argv[0].
-//! After start, one classifier reads every process: a runner-failure rule
-//! (exit-code gate and a fatal line left after informational exclusions)
-//! outranks a denial signature; a denial is a result fact, orthogonal to the
-//! exit code.
+//! Descriptors the provider holds (writable roots) are placed at the numbers
+//! the runner's argv names, as duplicates, never re-opened by path.
+//!
+//! After start, one classifier reads every process. When the runner has a
+//! status channel (a pipe the command never holds), its record alone says
+//! whether the runner failed: `ok` means the command ran, whatever its stderr
+//! or exit code; `fail <why>` or silence means it never did. Only an
+//! operator's runner command, which has no channel, is judged from stderr: a
+//! runner-failure rule (exit-code gate and a fatal line left after
+//! informational exclusions) outranks a denial signature. Either way a
+//! denial is a result fact, read from stderr, orthogonal to the exit code.
 #![forbid(unsafe_code)]
 
 mod error;
@@ -16,7 +23,7 @@ mod output;
 mod process;
 mod spec;
 
-pub use error::ShellError;
+pub use error::{FdConflict, ShellError};
 pub use executor::{BoxFuture, Interpreter, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 pub use job::JobHandle;
 pub use output::denied_path;

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
-use stockade_core::RunnerFailureRule;
+use stockade_core::{FatalLine, RunnerFailureRule};
 
 /// How much output is kept per stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +116,12 @@ pub(crate) struct Scanner {
     /// The first fatal candidate per rule; its exit-code gate is applied at
     /// the end, when the status is known.
     fatal: Vec<Option<String>>,
+    /// Recognise the runner's own lines (by prefix, informational lines
+    /// excluded) without deciding anything: a runner that went silent on
+    /// its status channel never started the command, so its stderr is the
+    /// runner's and its first such line is the best reason there is.
+    runner_lines: Vec<RunnerFailureRule>,
+    first_runner_line: Option<String>,
 }
 
 /// What stderr said about the run.
@@ -171,6 +177,32 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
     (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
+/// landlock-run's prefix: the Landlock backend's runner, and bwrap's closer
+/// (which runs inside bwrap, before the command).
+const LANDLOCK_RUN: &str = "landlock-run: ";
+/// landlock-run's notice on an older kernel, which it prints and then goes
+/// on (stockade-local's `profile::LANDLOCK_PARTIAL_NOTICE`): not a reason.
+const LANDLOCK_PARTIAL_NOTICE: &str = "landlock-run: partial enforcement (older Landlock ABI)";
+
+/// The lines a backend's own runners print, by prefix, for naming a runner
+/// that went silent on its status channel. A provider with a channel hands
+/// no stderr rules (stderr decides nothing), so the prefixes live here.
+fn runner_line_rule(backend: &str) -> Option<RunnerFailureRule> {
+    let prefixes: &[&str] = match backend {
+        "bwrap" => &["bwrap: ", LANDLOCK_RUN],
+        "landlock" => &[LANDLOCK_RUN],
+        _ => return None,
+    };
+    Some(RunnerFailureRule {
+        exit_codes: None,
+        fatal_lines: prefixes
+            .iter()
+            .map(|p| FatalLine::Prefix((*p).to_owned()))
+            .collect(),
+        informational_lines: vec![LANDLOCK_PARTIAL_NOTICE.into()],
+    })
+}
+
 impl Scanner {
     pub(crate) fn new(denial_signatures: Vec<String>, rules: Vec<RunnerFailureRule>) -> Self {
         let fatal = vec![None; rules.len()];
@@ -181,11 +213,52 @@ impl Scanner {
             denied: false,
             denied_paths: Vec::new(),
             fatal,
+            runner_lines: Vec::new(),
+            first_runner_line: None,
         }
     }
 
+    /// Also remember the first line that starts with a prefix `backend`'s
+    /// runners print (see [`runner_line_rule`]) or one of the prefixes in
+    /// `rules` (their exit-code gates and signatures play no part: this is
+    /// a reason, not evidence).
+    pub(crate) fn with_runner_lines(
+        mut self,
+        backend: Option<&str>,
+        rules: &[RunnerFailureRule],
+    ) -> Self {
+        let own = rules.iter().filter_map(|rule| {
+            let prefixes: Vec<FatalLine> = rule
+                .fatal_lines
+                .iter()
+                .filter(|f| matches!(f, FatalLine::Prefix(_)))
+                .cloned()
+                .collect();
+            (!prefixes.is_empty()).then(|| RunnerFailureRule {
+                exit_codes: None,
+                fatal_lines: prefixes,
+                informational_lines: rule.informational_lines.clone(),
+            })
+        });
+        self.runner_lines = backend
+            .and_then(runner_line_rule)
+            .into_iter()
+            .chain(own)
+            .collect();
+        self
+    }
+
+    /// The first runner-prefixed line seen (see [`Self::with_runner_lines`]);
+    /// complete once [`Self::verdict`] has flushed the last partial line.
+    pub(crate) fn first_runner_line(&self) -> Option<&str> {
+        self.first_runner_line.as_deref()
+    }
+
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        if self.denial_signatures.is_empty() && self.rules.is_empty() {
+        if self.denial_signatures.is_empty()
+            && self.rules.is_empty()
+            && self.runner_lines.is_empty()
+        {
             return;
         }
         self.carry.extend_from_slice(chunk);
@@ -224,6 +297,11 @@ impl Scanner {
                 *found = Some(line.clone().into_owned());
             }
         }
+        if self.first_runner_line.is_none()
+            && self.runner_lines.iter().any(|r| r.is_fatal_line(&line))
+        {
+            self.first_runner_line = Some(line.into_owned());
+        }
     }
 
     /// A runner failure outranks a denial.
@@ -250,7 +328,6 @@ impl Scanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stockade_core::FatalLine;
 
     fn limits(h: usize, t: usize) -> OutputLimits {
         OutputLimits {
@@ -413,6 +490,58 @@ mod tests {
                 paths: vec![PathBuf::from("/a")]
             }
         );
+    }
+
+    #[test]
+    fn runner_lines_are_named_by_prefix_without_deciding_anything() {
+        let signature = RunnerFailureRule {
+            exit_codes: None,
+            fatal_lines: vec![FatalLine::Signature("fatal".into())],
+            informational_lines: vec![],
+        };
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![])
+            .with_runner_lines(None, &[landlock(), signature]);
+        s.feed(b"some fatal thing\nlandlock-run: partial enforcement (older Landlock ABI)\n");
+        s.feed(b"landlock-run: first\nlandlock-run: second");
+        // No rules decide: even exit 125 with a runner line is a plain run.
+        assert_eq!(
+            s.verdict(Some(125)),
+            Verdict::Ran {
+                denied: false,
+                paths: vec![]
+            }
+        );
+        assert_eq!(s.first_runner_line(), Some("landlock-run: first"));
+        // A torn last line still counts once the verdict flushed it.
+        let mut s = Scanner::new(vec![], vec![]).with_runner_lines(None, &[landlock()]);
+        s.feed(b"landlock-run: torn");
+        assert_eq!(s.first_runner_line(), None);
+        let _ = s.verdict(None);
+        assert_eq!(s.first_runner_line(), Some("landlock-run: torn"));
+    }
+
+    #[test]
+    fn a_backend_names_its_runners_lines_without_any_rules() {
+        let line = |backend, stderr: &[u8]| {
+            let mut s = Scanner::new(vec![], vec![]).with_runner_lines(Some(backend), &[]);
+            s.feed(stderr);
+            let _ = s.verdict(Some(1));
+            s.first_runner_line().map(str::to_owned)
+        };
+        let notice = format!("{LANDLOCK_PARTIAL_NOTICE}\n");
+        // bwrap's own setup errors, and its closer's (landlock-run inside).
+        assert_eq!(
+            line("bwrap", b"x\nbwrap: no uid map\n").as_deref(),
+            Some("bwrap: no uid map")
+        );
+        let closer = format!("{notice}landlock-run: bad fd 7\nbwrap: later\n");
+        assert_eq!(
+            line("bwrap", closer.as_bytes()).as_deref(),
+            Some("landlock-run: bad fd 7")
+        );
+        assert_eq!(line("landlock", b"bwrap: not mine\n"), None);
+        assert_eq!(line("landlock", notice.as_bytes()), None);
+        assert_eq!(line("runner-command", b"bwrap: x\n"), None);
     }
 
     #[test]

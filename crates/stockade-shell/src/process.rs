@@ -9,11 +9,14 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use stockade_core::{Enforcement, RunnerFailureRule, SandboxMode, SandboxUnavailable};
+use stockade_core::status::RunnerStatus;
+use stockade_core::{
+    Enforcement, Gap, PassFd, RunnerFailureRule, SandboxMode, SandboxUnavailable, StatusChannel,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
-use crate::error::ShellError;
+use crate::error::{FdConflict, ShellError};
 use crate::output::{Bounded, OutputLimits, Scanner, Verdict};
 use crate::spec::{ExitFacts, SandboxFacts, ShellResult, Stdin};
 
@@ -31,6 +34,12 @@ pub(crate) struct Wrap {
     pub denial_signatures: Vec<String>,
     pub rules: Vec<RunnerFailureRule>,
     pub writable_roots: Vec<PathBuf>,
+    pub gaps: Vec<Gap>,
+    /// Held descriptors the runner's argv names by number.
+    pub pass_fds: Vec<PassFd>,
+    /// Where the runner reports whether it started the command. When set,
+    /// it alone decides runner failure; `rules` only name the runner's lines.
+    pub status: Option<StatusChannel>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -52,6 +61,8 @@ pub(crate) struct Streams {
     pub stdout: Bounded,
     pub stderr: Bounded,
     pub scanner: Scanner,
+    /// What the runner wrote on its status channel (bounded, see `fds`).
+    pub status: Vec<u8>,
 }
 
 pub(crate) type Shared = Arc<Mutex<Streams>>;
@@ -149,6 +160,212 @@ mod sys {
     pub(super) const KILLED: Option<i32> = None;
 }
 
+#[cfg(unix)]
+mod fds {
+    use std::os::fd::AsFd;
+    use std::path::PathBuf;
+
+    use command_fds::{CommandFdExt, FdMapping};
+    use rustix::pipe::{PipeFlags, pipe_with};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::unix::pipe::Receiver;
+    use tokio::process::Command;
+
+    use super::{Launch, Shared, ShellError, Wrap, lock};
+    use crate::error::FdConflict;
+
+    pub(super) type StatusReader = Receiver;
+
+    /// Running out of descriptors (or pipes) is an ordinary start failure:
+    /// nothing ran and the runner is not to blame.
+    fn start_error(launch: &Launch, source: std::io::Error) -> ShellError {
+        ShellError::Start {
+            program: launch.argv.first().map(PathBuf::from).unwrap_or_default(),
+            workdir: launch.workdir.clone(),
+            source,
+        }
+    }
+
+    /// Arrange for the child to find each held descriptor, and the status
+    /// pipe's write end, at its number. Every copy the parent makes is
+    /// close-on-exec and owned by `cmd` (the dup2 onto the child's number
+    /// happens in the child after fork), so a concurrent spawn of another
+    /// command never inherits one, and dropping `cmd` after spawn closes
+    /// the parent's write end.
+    pub(super) fn place(
+        cmd: &mut Command,
+        launch: &Launch,
+    ) -> Result<Option<StatusReader>, ShellError> {
+        let Some(Wrap {
+            pass_fds, status, ..
+        }) = &launch.wrap
+        else {
+            return Ok(None);
+        };
+        if pass_fds.is_empty() && status.is_none() {
+            // No pre_exec hook at all: std keeps its faster spawn path.
+            return Ok(None);
+        }
+        let mut mappings = Vec::with_capacity(pass_fds.len() + 1);
+        for p in pass_fds {
+            // A duplicate of the file the provider holds open, never a
+            // re-open of its path: a path a previous run could have swapped.
+            let parent_fd = p
+                .file
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| start_error(launch, e))?;
+            mappings.push(FdMapping {
+                parent_fd,
+                child_fd: p.child_fd,
+            });
+        }
+        let mut reader = None;
+        if let Some(channel) = status {
+            let (rx, tx) =
+                pipe_with(PipeFlags::CLOEXEC).map_err(|e| start_error(launch, e.into()))?;
+            reader = Some(Receiver::from_owned_fd(rx).map_err(|e| start_error(launch, e))?);
+            mappings.push(FdMapping {
+                parent_fd: tx,
+                child_fd: channel.child_fd,
+            });
+        }
+        let first = mappings.first().map_or(-1, |m| m.child_fd);
+        cmd.fd_mappings(mappings)
+            .map_err(|_| ShellError::FdPlacement {
+                // check_slots already refused duplicates; this is a backstop.
+                child_fd: first,
+                conflict: FdConflict::Duplicate,
+            })?;
+        Ok(reader)
+    }
+
+    /// A runner writes a line or two; nothing it writes may grow memory.
+    /// Only the last record counts, so the tail is kept, from a line start.
+    const MAX_STATUS: usize = 16 * 1024;
+
+    fn push_bounded(buf: &mut Vec<u8>, chunk: &[u8]) {
+        buf.extend_from_slice(chunk);
+        if buf.len() > MAX_STATUS {
+            let cut = buf.len() - MAX_STATUS;
+            let start = buf[cut - 1..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(buf.len(), |p| cut + p);
+            buf.drain(..start);
+        }
+    }
+
+    /// Read the channel to EOF as it arrives, so a long record can never
+    /// block the runner on a full pipe.
+    pub(super) fn watch(mut from: StatusReader, shared: Shared) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            loop {
+                let n = match from.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                push_bounded(&mut lock(&shared).status, &buf[..n]);
+            }
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_kept_tail_starts_at_a_line() {
+            let mut buf = Vec::new();
+            push_bounded(&mut buf, &vec![b'x'; MAX_STATUS]);
+            // Still the same (torn) line: it must not read as `ok`.
+            push_bounded(&mut buf, b"ok\n");
+            assert!(!buf.starts_with(b"ok"));
+            push_bounded(&mut buf, &vec![b'x'; MAX_STATUS]);
+            push_bounded(&mut buf, b"\nok\n");
+            assert_eq!(buf, b"ok\n");
+            let mut buf = b"fail a\n".to_vec();
+            push_bounded(&mut buf, &vec![b'y'; 2 * MAX_STATUS]);
+            assert!(buf.is_empty());
+            push_bounded(&mut buf, b"\nfail b");
+            assert_eq!(
+                stockade_core::status::RunnerStatus::parse(&buf),
+                stockade_core::status::RunnerStatus::Failed("b".into())
+            );
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod fds {
+    use tokio::process::Command;
+
+    use super::{Launch, Shared, ShellError, Wrap};
+    use crate::error::FdConflict;
+
+    /// No channel can be opened here, so there is never one to read.
+    pub(super) type StatusReader = std::convert::Infallible;
+
+    /// Providers hand out no descriptors on these targets; one that did
+    /// would name a descriptor the child cannot have, so refuse to start.
+    pub(super) fn place(
+        _: &mut Command,
+        launch: &Launch,
+    ) -> Result<Option<StatusReader>, ShellError> {
+        let Some(Wrap {
+            pass_fds, status, ..
+        }) = &launch.wrap
+        else {
+            return Ok(None);
+        };
+        match pass_fds
+            .first()
+            .map(|p| p.child_fd)
+            .or(status.map(|s| s.child_fd))
+        {
+            Some(child_fd) => Err(ShellError::FdPlacement {
+                child_fd,
+                conflict: FdConflict::Unsupported,
+            }),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn watch(reader: StatusReader, _: Shared) -> tokio::task::JoinHandle<()> {
+        match reader {}
+    }
+}
+
+/// Refuse, before anything is opened or started, a descriptor the child
+/// cannot be given at its number: the standard streams are the executor's,
+/// and two descriptors cannot share one number.
+fn check_slots(wrap: Option<&Wrap>) -> Result<(), ShellError> {
+    let Some(w) = wrap else {
+        return Ok(());
+    };
+    let slots = w
+        .pass_fds
+        .iter()
+        .map(|p| p.child_fd)
+        .chain(w.status.map(|s| s.child_fd));
+    let mut seen = Vec::new();
+    for child_fd in slots {
+        let conflict = if child_fd < 3 {
+            Some(FdConflict::Reserved)
+        } else if seen.contains(&child_fd) {
+            Some(FdConflict::Duplicate)
+        } else {
+            None
+        };
+        if let Some(conflict) = conflict {
+            return Err(ShellError::FdPlacement { child_fd, conflict });
+        }
+        seen.push(child_fd);
+    }
+    Ok(())
+}
+
 /// A spawn rejection is a runner failure only when the workdir is usable and
 /// the OS says ENOENT/EACCES, which then can only be about the runner we
 /// exec'd (missing, not executable, or a script whose interpreter is
@@ -180,6 +397,7 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         Some(split) => split,
         None => return Err(ShellError::EmptyArgv),
     };
+    check_slots(launch.wrap.as_ref())?;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&launch.workdir)
@@ -202,20 +420,33 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         sys::new_group(&mut cmd);
     }
     // Every fd std and tokio open is O_CLOEXEC, so the child inherits only
-    // 0, 1 and 2.
-    let mut child = cmd.spawn().map_err(|e| spawn_error(&launch, e))?;
+    // 0, 1 and 2, plus what `place` maps onto the numbers the runner expects.
+    let status_reader = fds::place(&mut cmd, &launch)?;
+    let spawned = cmd.spawn();
+    // The child has its copies now. Dropping the command closes the
+    // parent's (the held descriptors' duplicates and the status pipe's write
+    // end), so the channel reaches EOF once the runner's own copies close.
+    drop(cmd);
+    let mut child = spawned.map_err(|e| spawn_error(&launch, e))?;
     // Armed even without a group of our own: a runner that starts a session
     // (landlock-run's setsid) leads a group whose id is the child's pid, and
     // no other group can carry that id while the child lives.
     let group = GroupGuard(sys::group_of(child.id()));
-    let (sigs, rules) = match &launch.wrap {
-        Some(w) => (w.denial_signatures.clone(), w.rules.clone()),
-        None => (vec![], vec![]),
+    let scanner = match &launch.wrap {
+        // A runner with a status channel says itself whether it started the
+        // command; stderr, which the command can write, decides nothing
+        // about that. Its rules only name the runner's own lines.
+        Some(w) if w.status.is_some() => {
+            Scanner::new(w.denial_signatures.clone(), vec![]).with_runner_lines(w.backend, &w.rules)
+        }
+        Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone()),
+        None => Scanner::new(vec![], vec![]),
     };
     let shared: Shared = Arc::new(Mutex::new(Streams {
         stdout: Bounded::new(launch.limits),
         stderr: Bounded::new(launch.limits),
-        scanner: Scanner::new(sigs, rules),
+        scanner,
+        status: Vec::new(),
     }));
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
@@ -229,6 +460,11 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     if let Some(err) = child.stderr.take() {
         let sink = launch.passthrough.then(tokio::io::stderr);
         readers.push(tokio::spawn(read(err, shared.clone(), true, sink)));
+    }
+    if let Some(reader) = status_reader {
+        // Drained with the output, under the same grace: a runner that
+        // somehow keeps the channel open cannot hang settle.
+        readers.push(fds::watch(reader, shared.clone()));
     }
     Ok(Running {
         launch,
@@ -331,9 +567,20 @@ impl Running {
             }
         }
         let exit = exit_facts(status);
+        let channel = self.launch.wrap.as_ref().and_then(|w| w.status);
         let (stdout, stderr, verdict) = {
             let mut s = lock(&self.shared);
             let verdict = s.scanner.verdict(exit.code);
+            let verdict = match channel {
+                None => verdict,
+                Some(_) => judge(
+                    RunnerStatus::parse(&s.status),
+                    verdict,
+                    s.scanner.first_runner_line(),
+                    &exit,
+                    !matches!(end, End::Exited(_)),
+                ),
+            };
             (s.stdout.snapshot(), s.stderr.snapshot(), verdict)
         };
         let (denied, denied_paths, runner_failure) = match verdict {
@@ -349,6 +596,7 @@ impl Running {
             runner_failure: runner_failure.clone(),
             denied_paths: denied_paths.clone(),
             writable_roots: w.writable_roots.clone(),
+            gaps: w.gaps.clone(),
         });
         let backend = self.launch.wrap.as_ref().and_then(|w| w.backend);
         Settled {
@@ -366,6 +614,55 @@ impl Running {
     }
 }
 
+/// The verdict for a runner with a status channel. `stderr` is the
+/// stderr-only verdict (denials; no runner rules), `runner_line` the first
+/// line bearing the runner's prefix, `interrupted` a timeout or cancellation.
+fn judge(
+    reported: RunnerStatus,
+    stderr: Verdict,
+    runner_line: Option<&str>,
+    exit: &ExitFacts,
+    interrupted: bool,
+) -> Verdict {
+    let not_started = Verdict::Ran {
+        denied: false,
+        paths: vec![],
+    };
+    match reported {
+        // The command ran: whatever it printed or exited with is its own.
+        RunnerStatus::Started => match stderr {
+            Verdict::Ran { .. } => stderr,
+            // Unreachable (no rules were given); never a runner failure.
+            Verdict::RunnerFailed(_) => not_started,
+        },
+        // Nothing ran. A timeout or cancellation is what the caller asked
+        // about and is reported as such; stderr denial lines, if any, were
+        // the runner's, not a refused effect of the command.
+        _ if interrupted => not_started,
+        RunnerStatus::Failed(why) if why.trim().is_empty() => {
+            Verdict::RunnerFailed("the runner failed without saying why".into())
+        }
+        RunnerStatus::Failed(why) => Verdict::RunnerFailed(why),
+        // The runner died before it could report (for bwrap: its own setup
+        // failed). The command never ran, so its stderr is the runner's.
+        RunnerStatus::Silent => Verdict::RunnerFailed(match runner_line {
+            Some(line) => line.to_owned(),
+            None => format!(
+                "the runner exited before starting the command ({})",
+                describe_exit(exit)
+            ),
+        }),
+    }
+}
+
+fn describe_exit(exit: &ExitFacts) -> String {
+    match (exit.code, exit.signal) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "exit status unknown".into(),
+    }
+}
+
 fn exit_facts(status: Option<std::process::ExitStatus>) -> ExitFacts {
     match status {
         Some(s) => ExitFacts {
@@ -376,5 +673,96 @@ fn exit_facts(status: Option<std::process::ExitStatus>) -> ExitFacts {
             code: None,
             signal: sys::KILLED,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran(denied: bool) -> Verdict {
+        Verdict::Ran {
+            denied,
+            paths: if denied {
+                vec![PathBuf::from("/x")]
+            } else {
+                vec![]
+            },
+        }
+    }
+
+    const EXIT_1: ExitFacts = ExitFacts {
+        code: Some(1),
+        signal: None,
+    };
+
+    #[test]
+    fn a_started_command_is_never_a_runner_failure() {
+        for interrupted in [false, true] {
+            let v = judge(
+                RunnerStatus::Started,
+                ran(true),
+                Some("bwrap: fake"),
+                &EXIT_1,
+                interrupted,
+            );
+            assert_eq!(v, ran(true), "the denial is kept");
+        }
+    }
+
+    #[test]
+    fn a_failure_record_or_silence_is_a_runner_failure_unless_interrupted() {
+        assert_eq!(
+            judge(
+                RunnerStatus::Failed("why".into()),
+                ran(true),
+                None,
+                &EXIT_1,
+                false
+            ),
+            Verdict::RunnerFailed("why".into())
+        );
+        assert_eq!(
+            judge(
+                RunnerStatus::Failed(" ".into()),
+                ran(false),
+                None,
+                &EXIT_1,
+                false
+            ),
+            Verdict::RunnerFailed("the runner failed without saying why".into())
+        );
+        assert_eq!(
+            judge(
+                RunnerStatus::Silent,
+                ran(false),
+                Some("bwrap: x"),
+                &EXIT_1,
+                false
+            ),
+            Verdict::RunnerFailed("bwrap: x".into())
+        );
+        assert_eq!(
+            judge(RunnerStatus::Silent, ran(false), None, &EXIT_1, false),
+            Verdict::RunnerFailed(
+                "the runner exited before starting the command (exit status 1)".into()
+            )
+        );
+        let killed = ExitFacts {
+            code: None,
+            signal: Some(9),
+        };
+        assert_eq!(
+            judge(RunnerStatus::Silent, ran(false), None, &killed, false),
+            Verdict::RunnerFailed(
+                "the runner exited before starting the command (killed by signal 9)".into()
+            )
+        );
+        for reported in [RunnerStatus::Silent, RunnerStatus::Failed("why".into())] {
+            assert_eq!(
+                judge(reported, ran(true), Some("bwrap: x"), &killed, true),
+                ran(false)
+            );
+        }
     }
 }

@@ -2,7 +2,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stockade_core::{Enforcement, ExecutionPolicy, SandboxMode};
+use stockade_core::{Enforcement, ExecutionPolicy, Gap, SandboxMode};
 
 use crate::output::CapturedOutput;
 
@@ -117,7 +117,9 @@ pub struct SandboxFacts {
     /// The runner itself failed (background jobs; foreground runs return an
     /// error instead).
     pub runner_failed: bool,
-    /// The runner's fatal line when `runner_failed`.
+    /// Why the runner failed, when `runner_failed`: its `fail` record, its
+    /// own stderr line when it went silent, or its stderr fatal line when
+    /// it has no status channel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runner_failure: Option<String>,
     /// Paths named on the denied lines, as far as they can be read there
@@ -127,6 +129,10 @@ pub struct SandboxFacts {
     /// What the wrap let the command write.
     #[serde(serialize_with = "display_paths")]
     pub writable_roots: Vec<PathBuf>,
+    /// What the backend did not govern on this host, so a result never
+    /// reads as more confined than it was. Empty under danger-full-access,
+    /// which claims to govern nothing in the first place.
+    pub gaps: Vec<Gap>,
 }
 
 impl SandboxFacts {
