@@ -17,6 +17,7 @@ use stockade_agent::{
 };
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
+use stockade_roots::RootPins;
 use stockade_shell::{SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 
 use crate::error::ServeError;
@@ -33,6 +34,14 @@ pub struct Environment {
     /// [`LocalSettings::default_verdict_cache_dir`] is where `stockade exec`
     /// keeps it, so both share one verdict.
     pub verdict_cache_dir: Option<PathBuf>,
+    /// The config file itself (absolute), when the composition came from
+    /// one: it decides every later run's confinement, so it must lie outside
+    /// every root a run may write (checked at startup and per session).
+    pub config_file: Option<PathBuf>,
+    /// The writable roots, held once for this process and shared by the
+    /// provider and the file fence, so bash and the file tools grant the
+    /// same held directories.
+    pub pins: Arc<RootPins>,
 }
 
 /// Everything the server needs, composed once per process.
@@ -61,6 +70,16 @@ fn relative_to(dir: &Path, p: &Path) -> PathBuf {
         p.to_path_buf()
     } else {
         dir.join(p)
+    }
+}
+
+/// The workspace root of a call without a session: `[policy]
+/// workspace_root` (relative to the config's directory), else the config's
+/// directory. ACP calls always carry a session, whose cwd is the root.
+pub(crate) fn fallback_root(config: &Config, env: &Environment) -> PathBuf {
+    match &config.policy.workspace_root {
+        Some(p) => relative_to(&env.config_dir, p),
+        None => env.config_dir.clone(),
     }
 }
 
@@ -101,10 +120,13 @@ fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>,
             .probe_timeout_ms
             .map_or(defaults.probe_timeout, Duration::from_millis),
         verdict_cache_dir: env.verdict_cache_dir.clone(),
+        allow_sockets: s.allow_sockets.clone(),
     };
-    let provider = LocalProvider::new(settings).map_err(|e| ServeError::Sandbox {
-        message: e.to_string(),
-    })?;
+    let provider = LocalProvider::new(settings)
+        .map_err(|e| ServeError::Sandbox {
+            message: e.to_string(),
+        })?
+        .with_pins(env.pins.clone());
     #[cfg(windows)]
     let provider = provider.with_rung(stockade_windows::rung(None));
     Ok(Some(provider))
@@ -118,11 +140,10 @@ pub fn compose(
     env: &Environment,
     answerer: Arc<dyn Answerer>,
 ) -> Result<Composition, ServeError> {
-    let fallback_root = match &config.policy.workspace_root {
-        Some(p) => relative_to(&env.config_dir, p),
-        None => env.config_dir.clone(),
-    };
-    let policy = Arc::new(PolicyService::new(config.policy.mode, fallback_root));
+    let policy = Arc::new(PolicyService::new(
+        config.policy.mode,
+        fallback_root(config, env),
+    ));
     let provider = provider(config, env)?;
     let executor: Arc<dyn ShellExecutor> = match (config.bash.executor, provider) {
         (Implementation::Sandboxed, Some(p)) => Arc::new(SandboxedExecutor::new(
@@ -138,7 +159,9 @@ pub fn compose(
     };
     let confines = executor.confines();
     let fs: Arc<dyn FileSystem> = match config.fs.provider {
-        Implementation::Sandboxed => Arc::new(SandboxedFs::new()),
+        // The provider's own pins: the fence and bash grant the same held
+        // directories.
+        Implementation::Sandboxed => Arc::new(SandboxedFs::with_pins(env.pins.clone())),
         Implementation::Local => Arc::new(LocalFs),
     };
     let approval = config

@@ -23,6 +23,28 @@ pub enum ServeError {
     },
     #[error("ACP connection: {0}")]
     Protocol(agent_client_protocol::Error),
+    /// A file that decides later runs' confinement (the config, the session
+    /// logs) lies where a confined run could write it.
+    #[error(transparent)]
+    ControlState(stockade_roots::RootError),
+    /// `[policy] workspace_root` cannot be held as a writable root.
+    #[error("{}: policy.workspace_root: {source}", .config.display())]
+    FallbackWorkspace {
+        config: PathBuf,
+        #[source]
+        source: stockade_roots::RootError,
+    },
+}
+
+impl ServeError {
+    /// Whether the deployment itself is unusable as given (a usage error for
+    /// the binary), as opposed to a failure while serving.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::Config(_) | Self::ControlState(_) | Self::FallbackWorkspace { .. }
+        )
+    }
 }
 
 impl From<agent_client_protocol::Error> for ServeError {

@@ -20,21 +20,29 @@
 //! composition (see `stockade_agent::config`), and `$STOCKADE_STATE_DIR`:
 //! session logs go to `$STOCKADE_STATE_DIR/sessions`, else to
 //! `SessionStore::default_dir()` (`$XDG_STATE_HOME/stockade/sessions`, ...).
+//!
+//! The config and the session logs decide every later run's confinement,
+//! so neither may lie where a confined run can write: the server refuses to
+//! start when one lies beneath `/tmp` or `$TMPDIR` (or the configured
+//! fallback workspace), and refuses a session (new or resumed) whose cwd
+//! would make one writable.
 #![forbid(unsafe_code)]
 
 mod answerer;
 pub mod compose;
+mod control;
 mod error;
 mod server;
 mod updates;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use answerer::{ALLOW_ONCE, REJECT_ONCE};
 pub use compose::{Composition, Environment, compose};
 pub use error::ServeError;
-pub use server::{AcpServer, load_config};
-use stockade_agent::config::Config;
+pub use server::{AcpServer, LoadedConfig, load_config};
+use stockade_roots::RootPins;
 use stockade_session::SessionStore;
 
 /// The directory under which session logs are kept (in `sessions/`).
@@ -49,19 +57,28 @@ pub fn store_from_env() -> Result<SessionStore, ServeError> {
     Ok(SessionStore::new(dir))
 }
 
-/// What `stockade acp` does: compose `config` (whose file lives in
-/// `config_dir`) and serve one editor on stdio until it disconnects.
-pub async fn serve(config: &Config, config_dir: &Path) -> Result<(), ServeError> {
+/// What `stockade acp` does: compose `loaded` and serve one editor on stdio
+/// until it disconnects.
+pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
+    // Held once, before anything runs: every session of this process gets
+    // these temp roots, whatever is moved into their place later.
+    let pins = Arc::new(RootPins::from_env());
+    if let Some(note) = pins.tmpdir_note() {
+        log(format_args!("$TMPDIR {note}"));
+    }
     let env = Environment {
-        config_dir: config_dir.to_path_buf(),
+        config_dir: loaded.dir.clone(),
         verdict_cache_dir: stockade_local::LocalSettings::default_verdict_cache_dir(),
+        config_file: Some(loaded.path.clone()),
+        pins,
     };
-    let server = AcpServer::new(config, &env, store_from_env()?)?;
+    let server = AcpServer::new(&loaded.config, &env, store_from_env()?)?;
     let comp = server.composition();
     // One line saying what this process mounts, for whoever reads the
     // editor's agent log.
     log(format_args!(
-        "serving ACP on stdio; sessions in {}; bash {}, default mode {}, approval {}, {} preset(s)",
+        "serving ACP on stdio; config {}; sessions in {}; bash {}, default mode {}, approval {}, {} preset(s)",
+        loaded.path.display(),
         server.store().dir().display(),
         if comp.confines {
             "sandboxed"

@@ -8,7 +8,7 @@
 //! `session/cancel`, both of which arrive through that same loop.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -23,10 +23,12 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use stockade_agent::agent::{Cancel, StopReason as AgentStop};
 use stockade_agent::config::Config;
 use stockade_agent::presets::CUSTOM;
+use stockade_roots::RootPins;
 use stockade_session::{Session, SessionStore};
 
 use crate::answerer::AcpAnswerer;
 use crate::compose::{Composition, Environment, compose};
+use crate::control::ControlFiles;
 use crate::error::ServeError;
 use crate::log;
 use crate::updates::{Streamer, replay, send};
@@ -69,6 +71,10 @@ pub struct AcpServer {
     comp: Composition,
     store: SessionStore,
     live: Arc<Live>,
+    /// The roots the composition's provider and fence grant, held once: a
+    /// session's cwd is held here when the session starts.
+    pins: Arc<RootPins>,
+    control: ControlFiles,
 }
 
 impl std::fmt::Debug for AcpServer {
@@ -76,6 +82,7 @@ impl std::fmt::Debug for AcpServer {
         f.debug_struct("AcpServer")
             .field("comp", &self.comp)
             .field("store", &self.store)
+            .field("control", &self.control)
             .finish_non_exhaustive()
     }
 }
@@ -108,16 +115,29 @@ fn prompt_text(blocks: &[ContentBlock]) -> String {
 
 impl AcpServer {
     /// Compose `config` with this server's answerer as the approval chain's
-    /// last link.
+    /// last link. Refused ([`ServeError::ControlState`]) when the config file
+    /// or the session store lies beneath a temp root or beneath the
+    /// configured fallback workspace: a confined run could rewrite it.
     pub fn new(
         config: &Config,
         env: &Environment,
         store: SessionStore,
     ) -> Result<Self, ServeError> {
+        let control = ControlFiles {
+            config: env.config_file.clone(),
+            log_dir: store.dir().to_path_buf(),
+        };
+        control.check_at_startup(config, env)?;
         let live = Arc::new(Live::default());
         let answerer = Arc::new(AcpAnswerer { live: live.clone() });
         let comp = compose(config, env, answerer)?;
-        Ok(Self { comp, store, live })
+        Ok(Self {
+            comp,
+            store,
+            live,
+            pins: env.pins.clone(),
+            control,
+        })
     }
 
     pub fn composition(&self) -> &Composition {
@@ -262,6 +282,16 @@ impl AcpServer {
             })
     }
 
+    /// Hold `cwd` as the session's workspace and refuse it when a run
+    /// there could write the control state. `/`, a planted symlink or a
+    /// workspace moved since this process held it is refused too.
+    fn admit(&self, cwd: &Path) -> Result<(), Error> {
+        let held = self.pins.workspace(cwd).map_err(invalid)?;
+        self.control
+            .refuse_beneath(&self.pins, Some(&*held))
+            .map_err(invalid)
+    }
+
     fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
         let cwd = &req.cwd;
         if !cwd.is_absolute() {
@@ -270,6 +300,7 @@ impl AcpServer {
         if !cwd.is_dir() {
             return Err(invalid(format!("cwd {} is not a directory", cwd.display())));
         }
+        self.admit(cwd)?;
         if !req.mcp_servers.is_empty() {
             log(format_args!(
                 "session/new named {} MCP server(s); none are mounted (not advertised)",
@@ -292,7 +323,16 @@ impl AcpServer {
             .0
             .parse()
             .map_err(|e| invalid(format!("session id {}: {e}", req.session_id)))?;
+        // Checked before the log is opened: opening repairs a torn tail, and
+        // a refused session is not touched.
+        let header = self.store.header(&sid).map_err(invalid)?;
+        self.admit(&header.cwd)?;
         let session = self.store.open(&sid).map_err(|e| invalid(e.to_string()))?;
+        if session.header().cwd != header.cwd {
+            return Err(invalid(format!(
+                "session {sid}: its log changed while it was being resumed"
+            )));
+        }
         if let Some(t) = &session.replay_report().torn_tail {
             log(format_args!(
                 "session {sid}: the log's torn last line was dropped: {t:?}"
@@ -418,21 +458,33 @@ impl AcpServer {
     }
 }
 
-/// Load the config (`path`, else `$STOCKADE_CONFIG`, else `./stockade.toml`),
-/// apply `$STOCKADE_MODE`, and return it with the file's directory (absolute).
-pub fn load_config(path: Option<&Path>) -> Result<(Config, std::path::PathBuf), ServeError> {
-    let path = path.map_or_else(Config::default_path, Path::to_path_buf);
-    let mut config = Config::load(&path)?;
+/// A config as loaded, with where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    /// The file, absolute.
+    pub path: PathBuf,
+    /// The file's directory, absolute: relative paths in it are relative to
+    /// this.
+    pub dir: PathBuf,
+}
+
+/// Load the config (`path`, else [`Config::default_path`]: `$STOCKADE_CONFIG`,
+/// else `$XDG_CONFIG_HOME/stockade/stockade.toml`, ...) and apply
+/// `$STOCKADE_MODE`. Errors name the file as it was given.
+pub fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ServeError> {
+    let given = match path {
+        Some(p) => p.to_path_buf(),
+        None => Config::default_path()?,
+    };
+    let mut config = Config::load(&given)?;
     config.apply_env()?;
-    let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let dir = std::path::absolute(if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        &dir
-    })
-    .map_err(|source| ServeError::Path {
-        path: dir.clone(),
+    let path = std::path::absolute(&given).map_err(|source| ServeError::Path {
+        path: given.clone(),
         source,
     })?;
-    Ok((config, dir))
+    let dir = path
+        .parent()
+        .map_or_else(|| path.clone(), Path::to_path_buf);
+    Ok(LoadedConfig { config, path, dir })
 }

@@ -715,16 +715,20 @@ async fn requests_for_unknown_sessions_and_bad_cwds_are_refused() {
 fn the_example_composition_composes() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/acp-agent/stockade.toml");
-    let (mut config, dir) = stockade_acp::load_config(Some(&path)).unwrap();
+    let mut loaded = stockade_acp::load_config(Some(&path)).unwrap();
     // Keyless: the key is read at composition, and this test has none.
-    config.model.api_key_env = String::new();
-    let state = tempfile::tempdir().unwrap();
+    loaded.config.model.api_key_env = String::new();
+    // Session logs outside every temp root, or the server refuses them.
+    let base = stockade_testkit::scratch_base(env!("CARGO_TARGET_TMPDIR").as_ref());
+    let state = tempfile::tempdir_in(base).unwrap();
     let env = stockade_acp::Environment {
-        config_dir: dir,
+        config_dir: loaded.dir,
         verdict_cache_dir: None,
+        config_file: Some(loaded.path),
+        pins: Default::default(),
     };
     let server = stockade_acp::AcpServer::new(
-        &config,
+        &loaded.config,
         &env,
         stockade_session::SessionStore::new(state.path()),
     )

@@ -2,14 +2,21 @@
 //! sandbox, and with what, is configuration, never code. Every
 //! misconfiguration fails at load, naming the file, the key and what is
 //! valid.
+//!
+//! The file decides the confinement of every later run, so it lives with
+//! the user's configuration (`$XDG_CONFIG_HOME/stockade/stockade.toml`),
+//! never by default in the directory a session works in: a confined command
+//! can write its workspace, and must not be able to write the next run's
+//! configuration.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use stockade_core::{ApprovalPolicy, SandboxMode};
 
 /// Overrides the configured default mode (a value of the mode vocabulary).
 pub const ENV_MODE: &str = "STOCKADE_MODE";
-/// The config file to load instead of `./stockade.toml`.
+/// The config file to load when none is named on the command line.
 pub const ENV_CONFIG: &str = "STOCKADE_CONFIG";
 
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
@@ -67,6 +74,10 @@ pub struct SandboxSection {
     #[serde(default)]
     pub runner_failure_signatures: Vec<String>,
     pub probe_timeout_ms: Option<u64>,
+    /// Unix sockets a confined command may still connect to (absolute
+    /// paths); every other socket outside the sandbox stays out of reach.
+    #[serde(default)]
+    pub allow_sockets: Vec<PathBuf>,
 }
 
 fn default_backend() -> String {
@@ -156,7 +167,16 @@ pub enum ConfigError {
     },
     #[error("environment variable {var}: {message}")]
     Env { var: &'static str, message: String },
+    #[error(
+        "no config file: pass --config FILE, or set ${env} (or $XDG_CONFIG_HOME or $HOME, for {file} beneath it)",
+        env = ENV_CONFIG,
+        file = DEFAULT_RELATIVE
+    )]
+    NoDefaultPath,
 }
+
+/// The default file, beneath the user's configuration directory.
+const DEFAULT_RELATIVE: &str = "stockade/stockade.toml";
 
 impl Config {
     /// Parse and validate one file's text.
@@ -177,11 +197,13 @@ impl Config {
         Self::parse(path, &text)
     }
 
-    /// The file to load: `$STOCKADE_CONFIG`, else `./stockade.toml`.
-    pub fn default_path() -> PathBuf {
-        std::env::var_os(ENV_CONFIG)
-            .filter(|v| !v.is_empty())
-            .map_or_else(|| PathBuf::from("stockade.toml"), PathBuf::from)
+    /// The file to load when none is named: `$STOCKADE_CONFIG`, else
+    /// `$XDG_CONFIG_HOME/stockade/stockade.toml`, else
+    /// `$HOME/.config/stockade/stockade.toml` (else, on Windows only,
+    /// `%APPDATA%\stockade\stockade.toml`). Never the current directory: that
+    /// is usually the workspace, which a confined command may write.
+    pub fn default_path() -> Result<PathBuf, ConfigError> {
+        default_path_from(|name| std::env::var_os(name))
     }
 
     /// Apply `$STOCKADE_MODE` over the configured default mode.
@@ -242,6 +264,19 @@ impl Config {
                     "must be greater than zero".into(),
                 ));
             }
+            // Absolute only: a relative socket path would name a different
+            // socket depending on where the command runs.
+            if let Some((index, p)) = s
+                .allow_sockets
+                .iter()
+                .enumerate()
+                .find(|(_, p)| !p.is_absolute())
+            {
+                return Err(invalid(
+                    &format!("sandbox.allow_sockets[{index}]"),
+                    format!("must be an absolute path, got {}", p.display()),
+                ));
+            }
         }
         if self.presets.is_some() {
             if self.approval.is_none() {
@@ -266,6 +301,29 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// [`Config::default_path`] over any environment. The XDG variable is
+/// ignored when empty or relative, as the XDG spec says; `$STOCKADE_CONFIG`
+/// is the user naming a file and is taken as given.
+fn default_path_from(var: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, ConfigError> {
+    let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(p) = set(ENV_CONFIG) {
+        return Ok(p);
+    }
+    let absolute = |name: &str| set(name).filter(|p| p.is_absolute());
+    if let Some(dir) = absolute("XDG_CONFIG_HOME") {
+        return Ok(dir.join(DEFAULT_RELATIVE));
+    }
+    if let Some(home) = absolute("HOME") {
+        return Ok(home.join(".config").join(DEFAULT_RELATIVE));
+    }
+    if cfg!(windows)
+        && let Some(appdata) = absolute("APPDATA")
+    {
+        return Ok(appdata.join(DEFAULT_RELATIVE));
+    }
+    Err(ConfigError::NoDefaultPath)
 }
 
 #[cfg(test)]
@@ -361,6 +419,122 @@ mod tests {
             .map(|(what, toml)| format!("{what}:\n{}", err(toml)))
             .collect();
         insta::assert_snapshot!(text.join("\n\n"));
+    }
+}
+
+#[cfg(test)]
+mod control_state {
+    use super::*;
+
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_default_file_lives_with_the_users_configuration() {
+        let path = |pairs: &[(&str, &str)]| default_path_from(vars(pairs)).unwrap();
+        // An explicit $STOCKADE_CONFIG wins, taken as given.
+        assert_eq!(
+            path(&[
+                ("STOCKADE_CONFIG", "/etc/s.toml"),
+                ("XDG_CONFIG_HOME", "/x"),
+                ("HOME", "/h")
+            ]),
+            PathBuf::from("/etc/s.toml")
+        );
+        assert_eq!(
+            path(&[("STOCKADE_CONFIG", "rel.toml"), ("HOME", "/h")]),
+            PathBuf::from("rel.toml")
+        );
+        assert_eq!(
+            path(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")]),
+            PathBuf::from("/x/stockade/stockade.toml")
+        );
+        // Empty, unset or relative XDG_CONFIG_HOME: $HOME/.config.
+        for xdg in [
+            &[("XDG_CONFIG_HOME", "")][..],
+            &[("XDG_CONFIG_HOME", "cfg")],
+            &[],
+        ] {
+            let mut pairs = xdg.to_vec();
+            pairs.push(("HOME", "/h"));
+            pairs.push(("STOCKADE_CONFIG", ""));
+            assert_eq!(
+                path(&pairs),
+                PathBuf::from("/h/.config/stockade/stockade.toml"),
+                "{xdg:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_current_directory_is_never_the_default() {
+        // Nothing to go on: an error saying what to set, not ./stockade.toml.
+        for pairs in [
+            &[][..],
+            &[("HOME", "")],
+            &[("HOME", "h"), ("XDG_CONFIG_HOME", "x")],
+        ] {
+            let e = default_path_from(vars(pairs)).unwrap_err();
+            assert!(matches!(e, ConfigError::NoDefaultPath), "{pairs:?}: {e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains("--config") && text.contains("$STOCKADE_CONFIG"),
+                "{text}"
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn allow_sockets_are_absolute_paths() {
+        let c = Config::parse(
+            Path::new("/etc/stockade.toml"),
+            "[sandbox]\nallow_sockets = [\"/run/user/1000/ssh-agent.sock\", \"/var/run/docker.sock\"]\n",
+        )
+        .unwrap();
+        let sockets = c.sandbox.unwrap().allow_sockets;
+        assert_eq!(
+            sockets,
+            [
+                PathBuf::from("/run/user/1000/ssh-agent.sock"),
+                PathBuf::from("/var/run/docker.sock")
+            ]
+        );
+        assert!(
+            Config::parse(Path::new("/etc/stockade.toml"), "[sandbox]\n")
+                .unwrap()
+                .sandbox
+                .unwrap()
+                .allow_sockets
+                .is_empty()
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_relative_socket_is_refused_naming_file_key_and_index() {
+        let e = Config::parse(
+            Path::new("/etc/stockade.toml"),
+            "[sandbox]\nallow_sockets = [\"/ok.sock\", \"agent.sock\"]\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/stockade.toml: sandbox.allow_sockets[1]: must be an absolute path, got agent.sock"
+        );
+        let e = Config::parse(
+            Path::new("/etc/stockade.toml"),
+            "[sandbox]\nallow_sockets = \"/one.sock\"\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("/etc/stockade.toml: "), "{e}");
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -40,12 +40,17 @@ struct ExecArgs {
     /// read-only | workspace-write | danger-full-access (unconfined)
     #[arg(long, default_value = "workspace-write")]
     mode: SandboxMode,
-    /// The directory workspace-write may write under (default: the current directory).
+    /// The directory workspace-write may write under (default: the current
+    /// directory). Held for the whole invocation; `/` and a symlink inside
+    /// /tmp or $TMPDIR are refused.
     #[arg(long)]
     workspace: Option<PathBuf>,
     /// auto | bwrap | landlock
     #[arg(long, default_value = "auto")]
     backend: BackendPreference,
+    /// A Unix socket (absolute path) CMD may still connect to; repeatable.
+    #[arg(long = "allow-socket", value_name = "PATH")]
+    allow_sockets: Vec<PathBuf>,
     /// When the command was denied and stdin is a terminal, ask whether to
     /// retry it once under a wider mode.
     #[arg(long)]
@@ -68,7 +73,10 @@ enum Cmd {
     /// Serve the Agent Client Protocol on stdin/stdout: a sandboxed coding
     /// agent for editors (Zed, JetBrains, Neovim). Logs go to stderr.
     Acp {
-        /// The composition (default: $STOCKADE_CONFIG, else ./stockade.toml).
+        /// The composition (default: $STOCKADE_CONFIG, else
+        /// $XDG_CONFIG_HOME/stockade/stockade.toml, else
+        /// ~/.config/stockade/stockade.toml). It must lie outside /tmp,
+        /// $TMPDIR and every session's workspace.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -80,13 +88,17 @@ enum Cmd {
     },
 }
 
-fn provider(backend: BackendPreference) -> anyhow::Result<LocalProvider> {
+fn provider(
+    backend: BackendPreference,
+    allow_sockets: Vec<PathBuf>,
+) -> Result<LocalProvider, stockade_local::SettingsError> {
     let settings = LocalSettings {
         backend,
         verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),
+        allow_sockets,
         ..Default::default()
     };
-    let provider = LocalProvider::new(settings).context("invalid sandbox settings")?;
+    let provider = LocalProvider::new(settings)?;
     // The Windows restricted-token rung lives in its own crate; the provider
     // serves it only on Windows and fails closed without it.
     #[cfg(windows)]
@@ -232,25 +244,33 @@ fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<
     Ok(())
 }
 
+/// The workspace as the invocation names it, absolute: a relative
+/// `--workspace` is resolved against the current directory once, here, and
+/// never again.
+fn absolute_workspace(given: Option<&Path>) -> Result<PathBuf, String> {
+    match given {
+        Some(w) => std::path::absolute(w).map_err(|e| {
+            format!(
+                "workspace {}: cannot be made absolute against the current directory: {e}",
+                w.display()
+            )
+        }),
+        None => std::env::current_dir()
+            .map_err(|e| format!("workspace: cannot read the current directory: {e}")),
+    }
+}
+
 async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    let workspace = match &args.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
+    let workspace = match absolute_workspace(args.workspace.as_deref()) {
+        Ok(w) => w,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
-    match std::fs::metadata(&workspace) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Ok(fail(
-                EXIT_USAGE,
-                format_args!("workspace is not a directory: {}", workspace.display()),
-            ));
-        }
-        Err(e) => {
-            return Ok(fail(
-                EXIT_USAGE,
-                format_args!("workspace {}: {e}", workspace.display()),
-            ));
-        }
+    // A relative socket would name a different socket wherever CMD runs.
+    if let Some(p) = args.allow_sockets.iter().find(|p| !p.is_absolute()) {
+        return Ok(fail(
+            EXIT_USAGE,
+            format_args!("--allow-socket {}: must be an absolute path", p.display()),
+        ));
     }
     let escalate_to = match (args.ask, args.escalate_to, args.mode.wider()) {
         (false, _, _) => None,
@@ -263,7 +283,22 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         }
         (true, None, wider) => wider,
     };
-    let provider = Arc::new(provider(args.backend)?);
+    let provider = match provider(args.backend, args.allow_sockets.clone()) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            return Ok(fail(
+                EXIT_USAGE,
+                format_args!("invalid sandbox settings: {e}"),
+            ));
+        }
+    };
+    // Held before anything runs, through the provider's own pins: `/`, a
+    // symlink a confined run planted in /tmp, or a workspace moved in its
+    // place is refused here, and every run of this invocation (the retry
+    // too) gets this directory, never whatever the path names later.
+    if let Err(e) = provider.pins().workspace(&workspace) {
+        return Ok(fail(EXIT_USAGE, e));
+    }
     let policy = ExecutionPolicy::new(args.mode, workspace.clone());
     let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
     let first = match run_once(&exec, &args, policy).await {
@@ -303,7 +338,9 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn probe(json: bool) -> anyhow::Result<ExitCode> {
-    let report = provider(BackendPreference::Auto)?.report();
+    let report = provider(BackendPreference::Auto, Vec::new())
+        .context("invalid sandbox settings")?
+        .report();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -341,14 +378,19 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// A configuration error names the file and key; nothing is served then.
+/// A configuration error names the file and key, a control-state refusal
+/// names the file and the writable root it lies beneath; nothing is served
+/// then.
 async fn acp(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let (config, dir) = match stockade_acp::load_config(config.as_deref()) {
+    let loaded = match stockade_acp::load_config(config.as_deref()) {
         Ok(c) => c,
         Err(e) => return Ok(fail(EXIT_USAGE, e)),
     };
-    stockade_acp::serve(&config, &dir).await?;
-    Ok(ExitCode::SUCCESS)
+    match stockade_acp::serve(&loaded).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.is_refusal() => Ok(fail(EXIT_USAGE, e)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn main() -> ExitCode {

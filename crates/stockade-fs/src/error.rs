@@ -7,6 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use stockade_core::{SandboxMode, texts};
+use stockade_roots::RootError;
 
 /// A symlink whose target took a write outside the writable roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +24,10 @@ pub enum FsError {
     /// The call's policy does not allow writing `path`. Nothing on disk
     /// changed (beyond, for a write, missing parent directories created
     /// beneath a writable root before a symlink was found to lead out).
-    #[error("{}", denied_message(path, *mode, writable, symlink.as_ref()))]
+    #[error(
+        "{}",
+        denied_message(path, *mode, writable, symlink.as_ref(), protected.as_deref())
+    )]
     Denied {
         /// The refused path, absolute and lexically normalized.
         path: PathBuf,
@@ -32,8 +36,26 @@ pub enum FsError {
         /// `/dev/null` is writable and the file tools write nothing).
         writable: Vec<PathBuf>,
         /// The symlink that led outside, when that is how the path escaped
-        /// and it could be identified.
+        /// and it could be identified; for a protected path, the final
+        /// symlink that led to it, if any.
         symlink: Option<SymlinkHop>,
+        /// Set when `path` lies inside a writable root but is (or lies
+        /// beneath) a path the host later runs or obeys outside the sandbox
+        /// (`.git/hooks`, `.git/config`, ...): the protected path, where it
+        /// really is.
+        protected: Option<PathBuf>,
+    },
+    /// A writable root could not be held, or no longer names the directory
+    /// held for it (a confined command may have moved it and put something
+    /// else at its path), or the paths to protect inside it could not be
+    /// found. The call fails closed: nothing was written.
+    #[error("cannot write {}: {source}", path.display())]
+    Root {
+        /// The path the call asked for, absolute and lexically normalized.
+        path: PathBuf,
+        /// What is wrong with the root; its text names the root.
+        #[source]
+        source: RootError,
     },
     #[error("{} does not exist", path.display())]
     NotFound { path: PathBuf },
@@ -77,6 +99,7 @@ impl FsError {
     pub fn path(&self) -> &Path {
         match self {
             FsError::Denied { path, .. }
+            | FsError::Root { path, .. }
             | FsError::NotFound { path }
             | FsError::NotAFile { path }
             | FsError::NotADirectory { path }
@@ -103,6 +126,15 @@ impl FsError {
         }
     }
 
+    /// The protected path a denial refused to write (or write beneath),
+    /// `None` for any other denial or error.
+    pub fn protected_path(&self) -> Option<&Path> {
+        match self {
+            FsError::Denied { protected, .. } => protected.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The mode a denial was judged under, `None` for any other error.
     pub fn denied_mode(&self) -> Option<SandboxMode> {
         match self {
@@ -120,6 +152,7 @@ fn denied_message(
     mode: SandboxMode,
     writable: &[PathBuf],
     symlink: Option<&SymlinkHop>,
+    protected: Option<&Path>,
 ) -> String {
     let mut out = texts::denial_marker(mode);
     let _ = write!(out, " writing {}", path.display());
@@ -127,15 +160,32 @@ fn denied_message(
         out.push_str(" is refused: only /dev/null is writable");
         return out;
     }
-    out.push_str(" is outside the writable roots");
-    if let Some(hop) = symlink {
+    let hop = |out: &mut String| {
+        if let Some(hop) = symlink {
+            let _ = write!(
+                out,
+                " ({} is a symlink to {})",
+                hop.link.display(),
+                hop.target.display()
+            );
+        }
+    };
+    if let Some(protected) = protected {
+        // Named where it really is, so an alias (a symlink to `.git/hooks`,
+        // `sub/../.git/config`) shows what it reached.
         let _ = write!(
             out,
-            " ({} is a symlink to {})",
-            hop.link.display(),
-            hop.target.display()
+            " is refused: it is or lies beneath the protected path {}",
+            protected.display()
         );
+        hop(&mut out);
+        out.push_str(
+            ", which git runs or obeys outside the sandbox, so it stays read-only in this mode",
+        );
+        return out;
     }
+    out.push_str(" is outside the writable roots");
+    hop(&mut out);
     out.push_str(": ");
     for (i, root) in writable.iter().enumerate() {
         if i > 0 {
@@ -157,6 +207,7 @@ mod tests {
             mode: SandboxMode::ReadOnly,
             writable: vec![],
             symlink: None,
+            protected: None,
         };
         assert_eq!(
             err.to_string(),
@@ -175,6 +226,7 @@ mod tests {
             mode: SandboxMode::WorkspaceWrite,
             writable: writable.clone(),
             symlink: None,
+            protected: None,
         };
         assert_eq!(
             err.to_string(),
@@ -188,6 +240,7 @@ mod tests {
                 link: PathBuf::from("/w/ws/out"),
                 target: PathBuf::from("/etc"),
             }),
+            protected: None,
         };
         assert_eq!(
             err.to_string(),
@@ -195,6 +248,57 @@ mod tests {
         );
         assert_eq!(err.writable_roots(), Some(&writable[..]));
         assert_eq!(err.path(), Path::new("/w/ws/out/x"));
+    }
+
+    #[test]
+    fn a_protected_denial_names_the_path_the_protected_path_and_the_alias() {
+        let err = FsError::Denied {
+            path: PathBuf::from("/w/ws/h/pre-commit"),
+            mode: SandboxMode::WorkspaceWrite,
+            writable: vec![PathBuf::from("/w/ws")],
+            symlink: None,
+            protected: Some(PathBuf::from("/w/ws/.git/hooks")),
+        };
+        assert_eq!(
+            err.to_string(),
+            "[sandbox: file access denied under workspace-write mode] writing /w/ws/h/pre-commit is refused: it is or lies beneath the protected path /w/ws/.git/hooks, which git runs or obeys outside the sandbox, so it stays read-only in this mode"
+        );
+        assert!(err.is_denied());
+        assert_eq!(err.protected_path(), Some(Path::new("/w/ws/.git/hooks")));
+        let err = FsError::Denied {
+            path: PathBuf::from("/w/ws/pc"),
+            mode: SandboxMode::WorkspaceWrite,
+            writable: vec![PathBuf::from("/w/ws")],
+            symlink: Some(SymlinkHop {
+                link: PathBuf::from("/w/ws/pc"),
+                target: PathBuf::from(".git/hooks/pre-commit"),
+            }),
+            protected: Some(PathBuf::from("/w/ws/.git/hooks")),
+        };
+        assert!(
+            err.to_string().contains(
+                "/w/ws/.git/hooks (/w/ws/pc is a symlink to .git/hooks/pre-commit), which git"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_root_error_is_no_denial_and_carries_the_root_text() {
+        let err = FsError::Root {
+            path: PathBuf::from("/w/ws/a.txt"),
+            source: RootError::FilesystemRoot {
+                what: stockade_roots::RootKind::Workspace,
+                path: PathBuf::from("/"),
+            },
+        };
+        assert_eq!(
+            err.to_string(),
+            "cannot write /w/ws/a.txt: workspace /: is the filesystem root; granting it would make every file writable"
+        );
+        assert!(!err.is_denied());
+        assert_eq!(err.path(), Path::new("/w/ws/a.txt"));
+        assert!(std::error::Error::source(&err).is_some());
     }
 
     #[test]

@@ -52,13 +52,6 @@ pub(crate) fn root_form(root: &Path) -> io::Result<PathBuf> {
     std::path::absolute(root).map(|p| normalize(&p))
 }
 
-/// Whether `path` names a filesystem root (`/`, `C:\`), which is never
-/// accepted as a temp root: it would silently widen workspace-write to
-/// everything.
-pub(crate) fn is_filesystem_root(path: &Path) -> bool {
-    path.parent().is_none()
-}
-
 /// The root `path` lies under, and the rest of `path` beneath it (only
 /// `Normal` components, since both sides are normalized). The most specific
 /// root wins, so a workspace inside a temp root resolves beneath the
@@ -124,11 +117,5 @@ mod tests {
         assert!(pick_root(&[PathBuf::from("/w/ws")], Path::new("/w/ws2/x")).is_none());
         let (_, rest) = pick_root(&roots, Path::new("/tmp")).unwrap();
         assert_eq!(rest, Path::new(""));
-    }
-
-    #[test]
-    fn only_filesystem_roots_are_filesystem_roots() {
-        assert!(is_filesystem_root(Path::new("/")));
-        assert!(!is_filesystem_root(Path::new("/tmp")));
     }
 }

@@ -7,28 +7,44 @@
 //!   are still atomic.
 //! - [`SandboxedFs`] fences `write` and `edit` by the call's policy, with the
 //!   same writable set as the bash sandbox: nothing under `read-only`; under
-//!   `workspace-write` the workspace root, `/tmp` and `$TMPDIR`; everything
-//!   under `danger-full-access`. A refusal is [`FsError::Denied`], whose text
-//!   starts with the bash denial marker.
+//!   `workspace-write` the workspace root, `/tmp` and `$TMPDIR` except the
+//!   paths git runs or obeys outside the sandbox (`.git/hooks`,
+//!   `.git/config`, ...); everything under `danger-full-access`. A refusal
+//!   is [`FsError::Denied`], whose text starts with the bash denial marker.
 //!
 //! Reads and listings are never fenced, as reads under bash are not.
 //!
 //! # How a fenced write is resolved
 //!
+//! The writable roots are held ([`RootPins`]): each is opened once, the
+//! first time it is used (the temp roots when the pins are built), and
+//! every later call first checks that its path still names the held
+//! directory, failing closed ([`FsError::Root`]) otherwise. A confined
+//! command that renames the workspace away and puts a symlink to `/` at its
+//! path therefore stops the file tools instead of aiming them.
+//!
 //! The path is made absolute (a relative one against the workspace root) and
 //! `.`/`..` are applied lexically. A path that then lies under no writable
-//! root is refused without opening anything. Otherwise that root is opened
-//! as a directory and every remaining component is resolved by the kernel
-//! beneath it (cap-std: `openat2` with `RESOLVE_BENEATH |
-//! RESOLVE_NO_MAGICLINKS` on Linux, a per-component `O_NOFOLLOW` walk on
-//! macOS, the equivalent on Windows), so a symlink leading out, an absolute
-//! symlink or a `/proc` magic link fails the resolution whenever it appears.
+//! root (by the root's spelling as given or as resolved when held) is
+//! refused without opening anything beneath the roots. Otherwise resolution
+//! starts from that root's held directory handle, never its path, and every
+//! remaining component is resolved by the kernel beneath it (cap-std:
+//! `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` on Linux, a
+//! per-component `O_NOFOLLOW` walk on macOS, the equivalent on Windows), so
+//! a symlink leading out, an absolute symlink or a `/proc` magic link fails
+//! the resolution whenever it appears.
 //! The temp file is created (create-new) in the resulting parent handle and
 //! renamed over the final name within that handle. A final-component symlink
 //! is followed by starting over from its target, fenced the same way.
 //!
 //! Missing parent directories are created by `write` (beneath the root when
 //! fenced, with the same resolution), never by `edit`.
+//!
+//! Under workspace-write the workspace repository's protected paths (found
+//! per call by [`stockade_roots::git_protected`], Unix only) are refused by
+//! identity: the directory the file lands in and every directory above it
+//! are compared (device, inode) with the protected directories, and the file
+//! replaced with the protected files, so no alias of `.git/hooks` gets past.
 //!
 //! Not defended: a process that can already write outside the root moving a
 //! directory out of it while a write holds that directory's handle. Inside
@@ -39,18 +55,23 @@ mod atomic;
 mod error;
 mod lexical;
 mod locate;
+mod protect;
 
 use std::ffi::OsString;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use stockade_core::{ExecutionPolicy, SandboxMode};
+use stockade_roots::HeldDir;
 
 pub use atomic::TEMP_PREFIX;
 pub use error::{FsError, SymlinkHop};
+pub use stockade_roots::{RootError, RootPins};
 
-use crate::lexical::{absolutize, is_filesystem_root, root_form};
-use crate::locate::{Fence, Target, locate};
+use crate::lexical::{absolutize, normalize, root_form};
+use crate::locate::{Beneath, Fence, Root, Target, locate};
+use crate::protect::Protection;
 
 /// What the in-process file tools do to files.
 pub trait FileSystem: Send + Sync {
@@ -173,10 +194,12 @@ impl FileSystem for LocalFs {
 
 /// The fenced provider: `write` and `edit` obey the call's mode (see the
 /// crate docs for how).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SandboxedFs {
-    /// Writable under workspace-write besides the call's workspace root.
-    temp_roots: Vec<PathBuf>,
+    /// The writable roots, held. Shared with the session's runner, so the
+    /// file tools and bash grant the same directories and a root moved by
+    /// one confined run fails both.
+    pins: Arc<RootPins>,
 }
 
 impl Default for SandboxedFs {
@@ -186,36 +209,59 @@ impl Default for SandboxedFs {
 }
 
 impl SandboxedFs {
-    /// The host's temp roots as the bash sandbox grants them: `/tmp` and
-    /// `$TMPDIR` when set, a directory, and not `/` (as set and canonical,
-    /// so both spellings of it are recognized).
+    /// The host's temp roots as the bash sandbox grants them (`/tmp` and a
+    /// usable `$TMPDIR`), held now, in pins of its own.
     pub fn new() -> Self {
-        Self::with_temp_roots(host_temp_roots())
+        Self::with_pins(Arc::new(RootPins::from_env()))
     }
 
-    /// Exactly these temp roots (tests use private ones so the host's `/tmp`
-    /// is not part of the fence). A filesystem root is dropped, never
-    /// accepted: it would make workspace-write mean everything.
+    /// The writable roots held in `pins` (the session's, shared with its
+    /// runner); each workspace is held there on its first use.
+    pub fn with_pins(pins: Arc<RootPins>) -> Self {
+        Self { pins }
+    }
+
+    /// Exactly these temp roots, held now (tests use private ones so the
+    /// host's `/tmp` is not part of the fence). At most two: the first is
+    /// held as `/tmp`, the second as `$TMPDIR`, and any further one is not
+    /// granted. One that is missing, not a directory or the filesystem root
+    /// is not granted either: it would make workspace-write mean
+    /// everything, or nothing stable.
     pub fn with_temp_roots(roots: Vec<PathBuf>) -> Self {
-        let mut temp_roots: Vec<PathBuf> = Vec::new();
-        for root in roots {
-            let Ok(root) = root_form(&root) else { continue };
-            if !is_filesystem_root(&root) && !temp_roots.contains(&root) {
-                temp_roots.push(root);
+        let mut roots = roots.into_iter();
+        let tmp = roots.next();
+        let tmpdir = roots.next();
+        let pins = match (tmp, tmpdir) {
+            (None, _) => RootPins::without_temp_roots(),
+            (Some(tmp), tmpdir) => RootPins::new(Some(&tmp), tmpdir.map(PathBuf::into_os_string)),
+        };
+        Self::with_pins(Arc::new(pins))
+    }
+
+    /// The pins this provider fences by.
+    pub fn pins(&self) -> &Arc<RootPins> {
+        &self.pins
+    }
+
+    /// The temp roots writable under workspace-write, each as given and,
+    /// when it differs, as resolved when held.
+    pub fn temp_roots(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for held in self.pins.temp_roots() {
+            for s in spellings(held) {
+                if !out.contains(&s) {
+                    out.push(s);
+                }
             }
         }
-        Self { temp_roots }
-    }
-
-    /// The temp roots writable under workspace-write.
-    pub fn temp_roots(&self) -> &[PathBuf] {
-        &self.temp_roots
+        out
     }
 
     /// What `policy` lets the file tools write: `None` when unfenced
     /// (danger-full-access), empty under read-only (only `/dev/null` is
-    /// writable, and the tools write no device), else the workspace root
-    /// followed by the temp roots.
+    /// writable, and the tools write no device), else the workspace root (as
+    /// given, normalized) followed by the temp roots. Protected paths inside
+    /// them are refused all the same.
     pub fn writable_roots(&self, policy: &ExecutionPolicy) -> Option<Vec<PathBuf>> {
         match policy.mode {
             SandboxMode::ReadOnly => Some(Vec::new()),
@@ -223,9 +269,9 @@ impl SandboxedFs {
                 let workspace = root_form(&policy.workspace_root)
                     .unwrap_or_else(|_| policy.workspace_root.clone());
                 let mut roots = vec![workspace];
-                for t in &self.temp_roots {
-                    if !roots.contains(t) {
-                        roots.push(t.clone());
+                for t in self.temp_roots() {
+                    if !roots.contains(&t) {
+                        roots.push(t);
                     }
                 }
                 Some(roots)
@@ -241,29 +287,117 @@ impl SandboxedFs {
         policy: &ExecutionPolicy,
         create_parents: bool,
     ) -> Result<Target, FsError> {
-        match self.writable_roots(policy) {
-            None => locate(
+        match policy.mode {
+            SandboxMode::DangerFullAccess => locate(
                 &Fence::Unfenced,
                 &requested_path(path, policy)?,
                 create_parents,
             ),
-            Some(roots) if roots.is_empty() => Err(FsError::Denied {
+            SandboxMode::ReadOnly => Err(FsError::Denied {
                 // Refused whatever the path; if even the workspace root is
                 // unusable, name the path as given.
                 path: requested_path(path, policy).unwrap_or_else(|_| path.to_path_buf()),
                 mode: policy.mode,
-                writable: roots,
+                writable: Vec::new(),
                 symlink: None,
+                protected: None,
             }),
-            Some(roots) => locate(
-                &Fence::Beneath {
-                    mode: policy.mode,
-                    roots: &roots,
-                },
-                &requested_path(path, policy)?,
-                create_parents,
-            ),
+            SandboxMode::WorkspaceWrite => self.locate_beneath(path, policy, create_parents),
         }
+    }
+
+    /// A workspace-write call: beneath the held roots, never into a
+    /// protected path.
+    fn locate_beneath(
+        &self,
+        path: &Path,
+        policy: &ExecutionPolicy,
+        create_parents: bool,
+    ) -> Result<Target, FsError> {
+        let requested = requested_path(path, policy)?;
+        let closed = |source: RootError| FsError::Root {
+            path: requested.clone(),
+            source,
+        };
+        let given = std::path::absolute(&policy.workspace_root).map_err(|source| FsError::Io {
+            op: "resolve against the workspace root",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // Held on first use, verified on every later one: a workspace (or
+        // temp root) moved since fails the call here, before anything is
+        // opened.
+        let workspace = self.pins.workspace(&given).map_err(closed)?;
+        self.pins.verify_temp().map_err(closed)?;
+        let protection = self.protection(&workspace).map_err(|e| match e {
+            Protect::Root(source) => closed(source),
+            Protect::Io(source) => FsError::Io {
+                op: "identify the protected paths for",
+                path: requested.clone(),
+                source,
+            },
+        })?;
+        let mut roots = vec![Root {
+            spellings: spellings(&workspace),
+            held: workspace,
+        }];
+        for held in self.pins.temp_roots() {
+            roots.push(Root {
+                spellings: spellings(held),
+                held: held.clone(),
+            });
+        }
+        let writable = self.writable_roots(policy).unwrap_or_default();
+        locate(
+            &Fence::Beneath(Beneath {
+                mode: policy.mode,
+                roots: &roots,
+                writable: &writable,
+                protection: &protection,
+            }),
+            &requested,
+            create_parents,
+        )
+    }
+
+    /// The workspace repository's protected paths, found afresh (a run may
+    /// have made the workspace a repository since the last call), then the
+    /// workspace verified again: the list is built from its path, which
+    /// must still name the held directory once the list is built.
+    #[cfg(unix)]
+    fn protection(&self, workspace: &HeldDir) -> Result<Protection, Protect> {
+        let writable = self.pins.writable_paths(Some(workspace));
+        let list = stockade_roots::git_protected(workspace, &writable).map_err(Protect::Root)?;
+        self.pins
+            .workspace(workspace.given())
+            .map_err(Protect::Root)?;
+        Protection::of(&list).map_err(Protect::Io)
+    }
+
+    /// Off Unix nothing is protected beyond the roots.
+    #[cfg(not(unix))]
+    fn protection(&self, _: &HeldDir) -> Result<Protection, Protect> {
+        Ok(Protection::none())
+    }
+}
+
+/// Why the protected paths could not be found (off Unix nothing is looked
+/// for, so nothing fails).
+#[cfg_attr(not(unix), allow(dead_code))]
+enum Protect {
+    Root(RootError),
+    Io(std::io::Error),
+}
+
+/// The spellings of a held root: as given (normalized), then as resolved
+/// when held, when that differs.
+fn spellings(held: &HeldDir) -> Vec<PathBuf> {
+    let given = normalize(held.given());
+    let resolved = normalize(held.path());
+    if given == resolved {
+        vec![given]
+    } else {
+        vec![given, resolved]
     }
 }
 
@@ -293,41 +427,6 @@ impl FileSystem for SandboxedFs {
         // refused whether or not the file exists or the text matches.
         edit_at(self.locate(path, policy, false)?, old, new, replace_all)
     }
-}
-
-#[cfg(unix)]
-fn host_temp_roots() -> Vec<PathBuf> {
-    temp_roots_from(Path::new("/tmp"), std::env::var_os("TMPDIR"))
-}
-
-/// Off Unix there is no `/tmp`; the host temp root is the OS's temp dir.
-#[cfg(not(unix))]
-fn host_temp_roots() -> Vec<PathBuf> {
-    let t = std::env::temp_dir();
-    if t.is_dir() { vec![t] } else { Vec::new() }
-}
-
-/// `tmp` when it is a directory, and `$TMPDIR` (`tmpdir`) when it is set and
-/// a directory, canonical and also as set. Any of them resolving to `/` is
-/// left out: the ambient environment must not widen the promise.
-#[cfg(unix)]
-fn temp_roots_from(tmp: &Path, tmpdir: Option<OsString>) -> Vec<PathBuf> {
-    let usable = |p: &Path| {
-        std::fs::canonicalize(p)
-            .ok()
-            .filter(|c| c.is_dir() && !is_filesystem_root(c))
-    };
-    let mut roots = Vec::new();
-    if usable(tmp).is_some() {
-        roots.push(tmp.to_path_buf());
-    }
-    if let Some(set) = tmpdir.filter(|t| !t.is_empty()).map(PathBuf::from)
-        && let Some(canonical) = usable(&set)
-    {
-        roots.push(canonical);
-        roots.push(set);
-    }
-    roots
 }
 
 /// `path` made absolute against the call's workspace root, `.`/`..` applied.

@@ -2,8 +2,10 @@
 //! directory handle plus one final name, with the fence applied on the way.
 //!
 //! Fenced resolution never compares the remaining path against anything. It
-//! picks the writable root the path lies under lexically, opens that root as
-//! a directory, and asks the kernel to resolve every further component
+//! picks the writable root the path lies under lexically, starts from that
+//! root's *held* directory handle (opened once, when the root was first
+//! used, so renaming the root away and putting a symlink at its path cannot
+//! redirect it), and asks the kernel to resolve every further component
 //! beneath it (cap-std: `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` on
 //! Linux, a component-at-a-time `O_NOFOLLOW` walk holding each directory
 //! handle elsewhere). A symlink that would leave the root, an absolute
@@ -18,17 +20,25 @@
 //! writable root and is resolved beneath it the same way. A symlink swapped
 //! onto the final name after it was inspected is harmless: the rename
 //! replaces the directory entry (the symlink itself), it never follows it.
+//!
+//! Inside the roots, the protected paths (see `protect`) are refused by the
+//! identity of the directory handle the file would be created in and of the
+//! file it would replace, checked before any missing parent is created and
+//! again on the final parent.
 
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, Metadata};
 use stockade_core::SandboxMode;
+use stockade_roots::HeldDir;
 
 use crate::error::{FsError, SymlinkHop};
 use crate::lexical::{normalize, pick_root};
+use crate::protect::Protection;
 
 /// How many final-component symlinks a write follows before giving up (the
 /// kernel's own limit for path resolution).
@@ -48,16 +58,72 @@ pub(crate) struct Target {
     pub existing: Option<Metadata>,
 }
 
+/// One writable root: the directory held for it, and the spellings (each
+/// absolute and normalized) a path may name it by.
+pub(crate) struct Root {
+    /// As the session gave it first (how written paths are reported), then
+    /// where it was when held, symlinks resolved, when that differs.
+    pub spellings: Vec<PathBuf>,
+    pub held: Arc<HeldDir>,
+}
+
 /// Whether and how a call is fenced.
 pub(crate) enum Fence<'a> {
     /// Anywhere the process itself may write.
     Unfenced,
-    /// Only beneath one of `roots` (absolute and normalized), judged under
-    /// `mode` for the denial text.
-    Beneath {
-        mode: SandboxMode,
-        roots: &'a [PathBuf],
-    },
+    Beneath(Beneath<'a>),
+}
+
+/// Only beneath one of `roots`, and nothing `protection` names.
+pub(crate) struct Beneath<'a> {
+    /// For the denial text.
+    pub mode: SandboxMode,
+    pub roots: &'a [Root],
+    /// What a denial lists as writable.
+    pub writable: &'a [PathBuf],
+    pub protection: &'a Protection,
+}
+
+impl Beneath<'_> {
+    fn denied(
+        &self,
+        requested: &Path,
+        symlink: Option<SymlinkHop>,
+        protected: Option<PathBuf>,
+    ) -> FsError {
+        FsError::Denied {
+            path: requested.to_path_buf(),
+            mode: self.mode,
+            writable: self.writable.to_vec(),
+            symlink,
+            protected,
+        }
+    }
+
+    /// Refuse a write of `name` in `parent` that would replace, create, or
+    /// create beneath a protected path.
+    fn refuse_protected(
+        &self,
+        requested: &Path,
+        opened: &Opened,
+        existing: Option<&Metadata>,
+        hop: &Option<SymlinkHop>,
+    ) -> Result<(), FsError> {
+        match self
+            .protection
+            .target_hit(&opened.parent, &opened.name, existing)
+        {
+            Ok(None) => Ok(()),
+            Ok(Some(protected)) => Err(self.denied(requested, hop.clone(), Some(protected))),
+            // Fails closed: a file whose place cannot be judged is not
+            // written.
+            Err(source) => Err(FsError::Io {
+                op: "check for protected paths at",
+                path: opened.path.clone(),
+                source,
+            }),
+        }
+    }
 }
 
 /// Resolve `requested` (absolute, normalized) to the file to replace.
@@ -73,8 +139,8 @@ pub(crate) fn locate(
     for _ in 0..=MAX_SYMLINK_HOPS {
         let opened = match fence {
             Fence::Unfenced => open_parent_ambient(requested, &logical, create_parents)?,
-            Fence::Beneath { mode, roots } => {
-                open_parent_beneath(requested, &logical, *mode, roots, &hop, create_parents)?
+            Fence::Beneath(fence) => {
+                open_parent_beneath(requested, &logical, fence, &hop, create_parents)?
             }
         };
         let metadata = match opened.parent.symlink_metadata(&opened.name) {
@@ -111,6 +177,9 @@ pub(crate) fn locate(
                 return Err(FsError::NotAFile { path: opened.path });
             }
             existing => {
+                if let Fence::Beneath(fence) = fence {
+                    fence.refuse_protected(requested, &opened, existing.as_ref(), &hop)?;
+                }
                 return Ok(Target {
                     parent: opened.parent,
                     name: opened.name,
@@ -203,21 +272,14 @@ fn open_parent_ambient(
 fn open_parent_beneath(
     requested: &Path,
     logical: &Path,
-    mode: SandboxMode,
-    roots: &[PathBuf],
+    fence: &Beneath<'_>,
     hop: &Option<SymlinkHop>,
     create_parents: bool,
 ) -> Result<Opened, FsError> {
-    let denied = |symlink: Option<SymlinkHop>| FsError::Denied {
-        path: requested.to_path_buf(),
-        mode,
-        writable: roots.to_vec(),
-        symlink,
-    };
-    // Lexically outside every root: refused without touching the disk
-    // beyond the roots themselves.
-    let Some((root, rel)) = pick_root_or_alias(roots, logical) else {
-        return Err(denied(hop.clone()));
+    // Lexically outside every root: refused without opening anything
+    // beneath the roots.
+    let Some((held, root, rel)) = pick_root_or_alias(fence.roots, logical) else {
+        return Err(fence.denied(requested, hop.clone(), None));
     };
     let (Some(parent_rel), Some(name)) = (rel.parent(), rel.file_name()) else {
         // The root itself.
@@ -225,25 +287,42 @@ fn open_parent_beneath(
             path: logical.to_path_buf(),
         });
     };
-    let root_dir =
-        Dir::open_ambient_dir(&root, ambient_authority()).map_err(|source| FsError::Io {
+    // A duplicate of the held handle, never the root's path opened again:
+    // whatever is at that path now, this is the directory that was granted.
+    let root_dir = held
+        .file()
+        .try_clone()
+        .map(Dir::from_std_file)
+        .map_err(|source| FsError::Io {
             op: "open the writable root",
             path: root.clone(),
             source,
         })?;
     let beneath_error = |e: io::Error| {
         if is_escape(&e) {
-            denied(diagnose(&root_dir, &root, parent_rel))
+            fence.denied(requested, diagnose(&root_dir, &root, parent_rel), None)
         } else {
             dir_error(e, requested, logical)
         }
+    };
+    let guard = |dir: &Dir| match fence.protection.dir_hit(dir) {
+        Ok(None) => Ok(()),
+        Ok(Some(protected)) => Err(fence.denied(requested, hop.clone(), Some(protected))),
+        Err(source) => Err(FsError::Io {
+            op: "check for protected paths above",
+            path: logical.to_path_buf(),
+            source,
+        }),
     };
     let parent = if parent_rel.as_os_str().is_empty() {
         root_dir
             .try_clone()
             .map_err(|e| dir_error(e, requested, logical))?
     } else {
-        open_dir_beneath(&root_dir, parent_rel, create_parents).map_err(beneath_error)?
+        open_dir_beneath(&root_dir, parent_rel, create_parents, &guard).map_err(|e| match e {
+            Step::Io(e) => beneath_error(e),
+            Step::Refused(e) => *e,
+        })?
     };
     Ok(Opened {
         parent,
@@ -257,50 +336,76 @@ fn open_parent_beneath(
     })
 }
 
+/// Why a step of `open_dir_beneath` stopped.
+enum Step {
+    Io(io::Error),
+    /// The guard refused to create a directory there (boxed: an `FsError`
+    /// is large, and this path is rare).
+    Refused(Box<FsError>),
+}
+
+impl From<io::Error> for Step {
+    fn from(e: io::Error) -> Self {
+        Step::Io(e)
+    }
+}
+
 /// Open `rel` beneath `root_dir`, creating missing directories on the way
 /// when `create`. Each step is an `open_dir` beneath the root, so an escaping
 /// symlink anywhere surfaces as cap-std's escape error (which
 /// `create_dir_all` would report as a bare "File exists"), and each `mkdir`
-/// is `mkdirat` in a directory opened beneath the root, which never follows
-/// the name it creates.
-fn open_dir_beneath(root_dir: &Dir, rel: &Path, create: bool) -> io::Result<Dir> {
+/// is `mkdirat` in the directory handle just opened beneath the root, which
+/// never follows the name it creates. `guard` judges that handle before each
+/// `mkdir`, so nothing is created inside a protected directory.
+fn open_dir_beneath(
+    root_dir: &Dir,
+    rel: &Path,
+    create: bool,
+    guard: &dyn Fn(&Dir) -> Result<(), FsError>,
+) -> Result<Dir, Step> {
     match root_dir.open_dir(rel) {
         Err(e) if create && e.kind() == io::ErrorKind::NotFound => {}
-        opened => return opened,
+        opened => return Ok(opened?),
     }
     let mut here = PathBuf::new();
+    let mut containing = root_dir.try_clone()?;
     for component in rel.components() {
         here.push(component);
-        match root_dir.open_dir(&here) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match root_dir.create_dir(&here) {
-                // Someone else created it, or it is a dangling symlink: the
-                // next open decides which.
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
-            },
-            Err(e) => return Err(e),
-        }
+        containing = match root_dir.open_dir(&here) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                guard(&containing).map_err(|e| Step::Refused(Box::new(e)))?;
+                match containing.create_dir(component) {
+                    // Someone else created it, or it is a dangling symlink:
+                    // the next open decides which.
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(Step::Io(e)),
+                }
+                root_dir.open_dir(&here)?
+            }
+            Err(e) => return Err(Step::Io(e)),
+        };
     }
-    root_dir.open_dir(rel)
+    Ok(containing)
 }
 
-/// The root `path` lies under, as configured or, failing that, as its
-/// canonical form (`/private/tmp` for `/tmp` on macOS), with the rest of the
-/// path. The handle is always opened from the root as configured; an alias
-/// only widens which spellings of the same directory are recognized.
-fn pick_root_or_alias(roots: &[PathBuf], path: &Path) -> Option<(PathBuf, PathBuf)> {
-    if let Some((root, rest)) = pick_root(roots, path) {
-        return Some((root.to_path_buf(), rest));
-    }
-    let aliases: Vec<PathBuf> = roots
+/// The root `path` lies under by any of its spellings (the most specific
+/// match wins), the spelling written paths are reported with (the first),
+/// and the rest of the path. A spelling only decides which held handle
+/// resolution starts from; it is never opened.
+fn pick_root_or_alias<'r>(
+    roots: &'r [Root],
+    path: &Path,
+) -> Option<(&'r Arc<HeldDir>, PathBuf, PathBuf)> {
+    let (spellings, owners): (Vec<PathBuf>, Vec<&Root>) = roots
         .iter()
-        .map(|r| std::fs::canonicalize(r).map_or_else(|_| r.clone(), |c| normalize(&c)))
-        .collect();
-    let (alias, rest) = pick_root(&aliases, path)?;
-    let index = aliases.iter().position(|a| a == alias)?;
-    Some((roots[index].clone(), rest))
+        .flat_map(|r| r.spellings.iter().map(move |s| (s.clone(), r)))
+        .unzip();
+    let (matched, rest) = pick_root(&spellings, path)?;
+    let owner = *owners.get(spellings.iter().position(|s| s == matched)?)?;
+    let shown = owner.spellings.first().map_or(matched, |s| s.as_path());
+    Some((&owner.held, shown.to_path_buf(), rest))
 }
 
 /// cap-std reports a resolution that would leave its directory as this

@@ -244,12 +244,15 @@ fn only_the_sandboxed_provider_fences() {
 #[cfg(unix)]
 #[test]
 fn writable_roots_follow_the_mode() {
-    let fs_ = SandboxedFs::with_temp_roots(vec!["/var/tmp/t1".into(), "/".into(), "/w/ws".into()]);
-    // `/` is never a temp root.
-    assert_eq!(
-        fs_.temp_roots(),
-        [PathBuf::from("/var/tmp/t1"), PathBuf::from("/w/ws")]
-    );
+    let dir = scratch();
+    let t1 = fs::canonicalize(dir.path()).unwrap().join("t1");
+    fs::create_dir(&t1).unwrap();
+    // `/` is never a temp root, nor is a path that does not exist.
+    let fs_ = SandboxedFs::with_temp_roots(vec![t1.clone(), "/".into()]);
+    assert_eq!(fs_.temp_roots(), std::slice::from_ref(&t1));
+    let fs_ = SandboxedFs::with_temp_roots(vec!["/".into(), "/w/nowhere".into()]);
+    assert_eq!(fs_.temp_roots(), Vec::<PathBuf>::new());
+    let fs_ = SandboxedFs::with_temp_roots(vec![t1.clone()]);
     let ws = Path::new("/w/ws");
     assert_eq!(
         fs_.writable_roots(&policy(SandboxMode::ReadOnly, ws)),
@@ -257,7 +260,7 @@ fn writable_roots_follow_the_mode() {
     );
     assert_eq!(
         fs_.writable_roots(&policy(SandboxMode::WorkspaceWrite, Path::new("/w/./ws/"))),
-        Some(vec![PathBuf::from("/w/ws"), PathBuf::from("/var/tmp/t1")])
+        Some(vec![PathBuf::from("/w/ws"), t1])
     );
     assert_eq!(
         fs_.writable_roots(&policy(SandboxMode::DangerFullAccess, ws)),
@@ -265,44 +268,40 @@ fn writable_roots_follow_the_mode() {
     );
 }
 
+/// A `$TMPDIR` reached through a symlink is held once and recognized by
+/// both spellings; one that is `/` is not granted.
 #[cfg(unix)]
 #[test]
-fn host_temp_roots_are_tmp_and_a_usable_tmpdir_never_slash() {
+fn temp_roots_are_held_and_known_by_both_spellings() {
     let dir = scratch();
-    let real = dir.path().join("real");
-    fs::create_dir(&real).unwrap();
-    let link = dir.path().join("link");
+    let base = fs::canonicalize(dir.path()).unwrap();
+    let (tmp, real, link, ws) = (
+        base.join("tmp"),
+        base.join("real"),
+        base.join("link"),
+        base.join("ws"),
+    );
+    for d in [&tmp, &real, &ws] {
+        fs::create_dir(d).unwrap();
+    }
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    let real = fs::canonicalize(&real).unwrap();
 
-    let tmp = Path::new("/tmp");
-    assert_eq!(temp_roots_from(tmp, None), [PathBuf::from("/tmp")]);
-    assert_eq!(
-        temp_roots_from(tmp, Some("".into())),
-        [PathBuf::from("/tmp")]
-    );
-    assert_eq!(
-        temp_roots_from(tmp, Some("/".into())),
-        [PathBuf::from("/tmp")]
-    );
-    assert_eq!(
-        temp_roots_from(tmp, Some(dir.path().join("missing").into())),
-        [PathBuf::from("/tmp")]
-    );
-    assert_eq!(
-        temp_roots_from(tmp, Some(link.clone().into())),
-        [PathBuf::from("/tmp"), real.clone(), link.clone()]
-    );
-    // A `/tmp` that is not a directory (or is `/` in disguise) is left out.
-    let slash = dir.path().join("slash");
-    std::os::unix::fs::symlink("/", &slash).unwrap();
-    assert_eq!(temp_roots_from(&slash, None), Vec::<PathBuf>::new());
-    assert_eq!(
-        temp_roots_from(&dir.path().join("missing"), None),
-        Vec::<PathBuf>::new()
-    );
-    // Both spellings of `$TMPDIR` are one directory, deduplicated once
-    // normalized.
-    let fs_ = SandboxedFs::with_temp_roots(temp_roots_from(tmp, Some(real.clone().into())));
-    assert_eq!(fs_.temp_roots(), [PathBuf::from("/tmp"), real]);
+    let pins = RootPins::new(Some(&tmp), Some(link.clone().into_os_string()));
+    let fs_ = SandboxedFs::with_pins(Arc::new(pins));
+    assert_eq!(fs_.temp_roots(), [tmp.clone(), link.clone(), real.clone()]);
+    let p = policy(SandboxMode::WorkspaceWrite, &ws);
+    let out = fs_.write(&link.join("a"), b"via link", &p).unwrap();
+    assert_eq!(out.path, link.join("a"));
+    let out = fs_.write(&real.join("b"), b"as resolved", &p).unwrap();
+    // Reported by the spelling the root was given.
+    assert_eq!(out.path, link.join("b"));
+    assert_eq!(fs::read(real.join("a")).unwrap(), b"via link");
+    assert_eq!(fs::read(real.join("b")).unwrap(), b"as resolved");
+
+    let pins = RootPins::new(Some(&tmp), Some("/".into()));
+    assert!(pins.tmpdir_note().is_some());
+    let fs_ = SandboxedFs::with_pins(Arc::new(pins));
+    assert_eq!(fs_.temp_roots(), [tmp]);
+    let err = fs_.write(&base.join("elsewhere"), b"x", &p).unwrap_err();
+    assert!(err.is_denied(), "{err}");
 }

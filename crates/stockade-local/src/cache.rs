@@ -10,8 +10,6 @@
 //! key (boot id, euid, user-namespace sysctls, the identity of every runner
 //! file) makes any host change re-probe.
 
-use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use crate::Backend;
@@ -28,8 +26,88 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// The cache directory, opened without following a symlink, and only when
+/// it is a directory owned by us that nobody else can write: a confined run
+/// that replaced it with a symlink must not make stockade read, create or
+/// delete files elsewhere, and a file another user wrote decides nothing.
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::ffi::OsString;
+    use std::io::{Read, Write};
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+
+    use rustix::fs::{AtFlags, Mode, OFlags, fstat, openat, renameat, unlinkat};
+    use rustix::process::geteuid;
+
+    const DIR_FLAGS: OFlags = OFlags::RDONLY
+        .union(OFlags::DIRECTORY)
+        .union(OFlags::NOFOLLOW)
+        .union(OFlags::CLOEXEC);
+
+    fn trusted(fd: &OwnedFd, dir: bool) -> bool {
+        let Ok(st) = fstat(fd) else { return false };
+        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        let want = if dir {
+            rustix::fs::FileType::Directory
+        } else {
+            rustix::fs::FileType::RegularFile
+        };
+        kind == want && st.st_uid == geteuid().as_raw() && st.st_mode & 0o022 == 0
+    }
+
+    pub(super) fn open_dir(dir: &Path, create: bool) -> Option<OwnedFd> {
+        if create {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+        }
+        let fd = rustix::fs::open(dir, DIR_FLAGS, Mode::empty()).ok()?;
+        trusted(&fd, true).then_some(fd)
+    }
+
+    pub(super) fn read(dir: &OwnedFd, name: &str) -> Option<String> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+        let fd = openat(dir, name, flags, Mode::empty()).ok()?;
+        if !trusted(&fd, false) {
+            return None;
+        }
+        let mut text = String::new();
+        std::fs::File::from(fd)
+            .take(4096)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    }
+
+    pub(super) fn write(dir: &OwnedFd, name: &str, body: &str) -> std::io::Result<()> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let tmp = OsString::from(format!(".{name}.{}.{nanos}", std::process::id()));
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = openat(dir, &tmp, flags, Mode::from_raw_mode(0o600))?;
+        let mut f = std::fs::File::from(fd);
+        let written = f.write_all(body.as_bytes()).and_then(|_| f.sync_all());
+        let renamed = written.and_then(|_| Ok(renameat(dir, &tmp, dir, name)?));
+        if renamed.is_err() {
+            let _ = unlinkat(dir, &tmp, AtFlags::empty());
+        }
+        renamed
+    }
+
+    pub(super) fn remove(dir: &OwnedFd, name: &str) {
+        let _ = unlinkat(dir, name, AtFlags::empty());
+    }
+}
+
+#[cfg(target_os = "linux")]
 pub(crate) fn load(dir: &Path, key: &[u8]) -> Option<Backend> {
-    let text = fs::read_to_string(dir.join(FILE)).ok()?;
+    let fd = sys::open_dir(dir, false)?;
+    let text = sys::read(&fd, FILE)?;
     let mut lines = text.lines();
     if lines.next()? != MAGIC || lines.next()? != hex(key) {
         return None;
@@ -42,24 +120,37 @@ pub(crate) fn load(dir: &Path, key: &[u8]) -> Option<Backend> {
     lines.next().is_none().then_some(backend)
 }
 
-/// Best effort: a verdict that cannot be stored is simply probed again.
+#[cfg(target_os = "linux")]
 pub(crate) fn store(dir: &Path, key: &[u8], backend: Backend) {
-    let _ = (|| -> std::io::Result<()> {
-        fs::create_dir_all(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        writeln!(tmp, "{MAGIC}\n{}\n{}", hex(key), backend.as_str())?;
-        tmp.persist(dir.join(FILE)).map_err(|e| e.error)?;
-        Ok(())
-    })();
+    if let Some(fd) = sys::open_dir(dir, true) {
+        let body = format!("{MAGIC}\n{}\n{}\n", hex(key), backend.as_str());
+        let _ = sys::write(&fd, FILE, &body);
+    }
 }
 
+#[cfg(target_os = "linux")]
 pub(crate) fn forget(dir: &Path) {
-    let _ = fs::remove_file(dir.join(FILE));
+    if let Some(fd) = sys::open_dir(dir, false) {
+        sys::remove(&fd, FILE);
+    }
 }
+
+/// Only the Linux chain probes, so only it keeps a verdict.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn load(_: &Path, _: &[u8]) -> Option<Backend> {
+    None
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn store(_: &Path, _: &[u8], _: Backend) {}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn forget(_: &Path) {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn round_trip_and_key_mismatch() {
@@ -70,6 +161,40 @@ mod tests {
         assert_eq!(load(d.path(), b"k\n2"), None);
         forget(d.path());
         assert_eq!(load(d.path(), b"k\n1"), None);
+    }
+
+    #[test]
+    fn a_cache_dir_that_is_a_symlink_is_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        fs::write(elsewhere.join(FILE), "victim").unwrap();
+        let link = d.path().join("cache");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        store(&link, b"k", Backend::Bwrap);
+        forget(&link);
+        assert_eq!(load(&link, b"k"), None);
+        // Nothing was created or deleted through the link.
+        assert_eq!(fs::read_to_string(elsewhere.join(FILE)).unwrap(), "victim");
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_verdict_file_that_is_a_symlink_or_writable_by_others_is_ignored() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real");
+        fs::write(&real, format!("{MAGIC}\n{}\nbwrap\n", hex(b"k"))).unwrap();
+        std::os::unix::fs::symlink(&real, d.path().join(FILE)).unwrap();
+        assert_eq!(load(d.path(), b"k"), None);
+        fs::remove_file(d.path().join(FILE)).unwrap();
+        fs::copy(&real, d.path().join(FILE)).unwrap();
+        assert_eq!(load(d.path(), b"k"), Some(Backend::Bwrap));
+        fs::set_permissions(d.path().join(FILE), fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(load(d.path(), b"k"), None);
+        fs::set_permissions(d.path().join(FILE), fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(load(d.path(), b"k"), None, "a world-writable cache dir");
     }
 
     #[test]

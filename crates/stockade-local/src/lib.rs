@@ -9,6 +9,18 @@
 #![forbid(unsafe_code)]
 
 mod cache;
+#[cfg(unix)]
+mod confine;
+#[cfg(unix)]
+pub use confine::Protection;
+
+/// Off Unix there is no Linux chain to report protections for.
+#[cfg(not(unix))]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Protection {
+    pub name: &'static str,
+    pub state: String,
+}
 mod host;
 #[cfg(target_os = "linux")]
 mod linux;
@@ -123,6 +135,9 @@ pub struct Selected {
     pub landlock_abi: Option<u8>,
     /// bwrap only: the launcher that closes inherited descriptors inside.
     pub fd_closer: Option<PathBuf>,
+    /// Every runner file this selection executes, with its stamp when it was
+    /// selected: a runner that changes afterwards is refused, not run.
+    pub stamps: Vec<(PathBuf, Option<String>)>,
 }
 
 /// One backend's line in `stockade probe`.
@@ -135,6 +150,10 @@ pub struct BackendReport {
     pub detail: String,
     pub enforcement: Option<Enforcement>,
     pub landlock_abi: Option<u8>,
+    /// What this backend enforces beyond file writes (usable backends).
+    pub protections: Vec<Protection>,
+    /// What it does not govern here under workspace-write, by name.
+    pub gaps: Vec<stockade_core::Gap>,
 }
 
 /// Reports are for people and scripts to read; a non-UTF-8 runner path is
@@ -153,6 +172,9 @@ pub struct ProbeReport {
     pub backends: Vec<BackendReport>,
     /// The backend `auto` selects, if any is usable.
     pub auto_selects: Option<&'static str>,
+    /// Why `$TMPDIR` is not a writable root, when it is set but refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmpdir: Option<String>,
 }
 
 /// The local provider. Select once, confine many times under per-call policy.
@@ -165,6 +187,8 @@ pub struct LocalProvider {
     /// The writable roots, held: shared with the file fence of the same
     /// composition so both grant the same directories.
     pins: Arc<RootPins>,
+    #[cfg(unix)]
+    host_facts: OnceLock<confine::HostFacts>,
 }
 
 impl fmt::Debug for LocalProvider {
@@ -195,6 +219,8 @@ impl LocalProvider {
             rung: None,
             selection: OnceLock::new(),
             pins: Arc::new(RootPins::from_env()),
+            #[cfg(unix)]
+            host_facts: OnceLock::new(),
         })
     }
 
@@ -230,21 +256,36 @@ impl LocalProvider {
     /// The backend this provider confines with, selecting it on first use.
     /// Concurrent first callers wait for one selection.
     pub fn selected(&self) -> Result<&Selected, SandboxUnavailable> {
+        self.selected_guarding(&self.pins.all_writable_paths())
+    }
+
+    /// Select, keeping away from a verdict cache that lies beneath one of
+    /// `writable` (a confined run could have written it).
+    fn selected_guarding(&self, writable: &[PathBuf]) -> Result<&Selected, SandboxUnavailable> {
         self.selection
-            .get_or_init(|| self.select())
+            .get_or_init(|| self.select(writable))
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The verdict cache dir, unless it lies beneath a writable root: then
+    /// it is ignored (never read, written or removed) and the chain probed.
+    fn cache_dir(&self, writable: &[PathBuf]) -> Option<&Path> {
+        self.settings
+            .verdict_cache_dir
+            .as_deref()
+            .filter(|d| stockade_roots::beneath(d, writable).is_none())
     }
 
     /// Drop the verdict kept between processes (e.g. after its runner failed),
     /// so the next process probes again.
     pub fn forget_verdict(&self) {
-        if let Some(dir) = &self.settings.verdict_cache_dir {
+        if let Some(dir) = self.cache_dir(&self.pins.all_writable_paths()) {
             cache::forget(dir);
         }
     }
 
-    fn select(&self) -> Result<Selected, SandboxUnavailable> {
+    fn select(&self, writable: &[PathBuf]) -> Result<Selected, SandboxUnavailable> {
         if let Some(closed) = self.platform.closed_chain() {
             return Err(closed);
         }
@@ -254,7 +295,7 @@ impl LocalProvider {
         match self.settings.backend {
             BackendPreference::Bwrap => self.sole(Backend::Bwrap),
             BackendPreference::Landlock => self.sole(Backend::Landlock),
-            BackendPreference::Auto => self.auto(),
+            BackendPreference::Auto => self.auto(writable),
         }
     }
 
@@ -281,6 +322,7 @@ impl LocalProvider {
                 enforcement: Enforcement::Full,
                 landlock_abi: None,
                 fd_closer: None,
+                stamps: Vec::new(),
             }),
             linux @ (BackendPreference::Bwrap | BackendPreference::Landlock) => {
                 Err(SandboxUnavailable::single(
@@ -317,12 +359,17 @@ impl LocalProvider {
                     Some(abi) => (Enforcement::Partial, Some(abi)),
                 },
             };
+        let stamps = std::iter::once(&runner)
+            .chain(fd_closer.as_ref())
+            .map(|p| (p.clone(), runner_stamp(p)))
+            .collect();
         Ok(Selected {
             backend: SelectedBackend::Linux(backend),
             runner,
             enforcement,
             landlock_abi,
             fd_closer,
+            stamps,
         })
     }
 
@@ -341,12 +388,10 @@ impl LocalProvider {
         self.host.verdict_key(&runners)
     }
 
-    fn auto(&self) -> Result<Selected, SandboxUnavailable> {
+    fn auto(&self, writable: &[PathBuf]) -> Result<Selected, SandboxUnavailable> {
         let located = self.located();
         let cache = self
-            .settings
-            .verdict_cache_dir
-            .as_deref()
+            .cache_dir(writable)
             .and_then(|dir| Some((dir, self.verdict_key(&located)?)));
         if let Some((dir, key)) = &cache
             && let Some(backend) = cache::load(dir, key)
@@ -408,6 +453,8 @@ impl LocalProvider {
                 platform,
                 auto_selects: line.usable.then_some(rung.backend()),
                 backends: vec![line],
+
+                tmpdir: None,
             };
         }
         if let Some(closed) = self.platform.closed_chain() {
@@ -421,12 +468,16 @@ impl LocalProvider {
                     detail: a.detail,
                     enforcement: None,
                     landlock_abi: None,
+                    protections: Vec::new(),
+                    gaps: Vec::new(),
                 })
                 .collect();
             return ProbeReport {
                 platform,
                 backends,
                 auto_selects: None,
+
+                tmpdir: None,
             };
         }
         if self.platform == Platform::MacOs {
@@ -435,6 +486,8 @@ impl LocalProvider {
                 platform,
                 auto_selects: line.usable.then_some(seatbelt::BACKEND),
                 backends: vec![line],
+
+                tmpdir: None,
             };
         }
         let located = self.located();
@@ -451,7 +504,8 @@ impl LocalProvider {
                 Ok(sel) => {
                     if auto_selects.is_none() {
                         auto_selects = Some(backend.as_str());
-                        if let (Some(dir), Some(key)) = (&self.settings.verdict_cache_dir, &key) {
+                        let writable = self.pins.all_writable_paths();
+                        if let (Some(dir), Some(key)) = (self.cache_dir(&writable), &key) {
                             cache::store(dir, key, backend);
                         }
                     }
@@ -464,6 +518,8 @@ impl LocalProvider {
                                 .into(),
                         enforcement: Some(sel.enforcement),
                         landlock_abi: sel.landlock_abi,
+                        protections: self.protections(backend),
+                        gaps: self.gaps(backend),
                     }
                 }
                 Err(detail) => BackendReport {
@@ -473,6 +529,8 @@ impl LocalProvider {
                     detail,
                     enforcement: None,
                     landlock_abi: abi,
+                    protections: Vec::new(),
+                    gaps: Vec::new(),
                 },
             };
             backends.push(line);
@@ -481,12 +539,19 @@ impl LocalProvider {
             platform,
             backends,
             auto_selects,
+            tmpdir: self.pins.tmpdir_note().map(str::to_owned),
         }
     }
 }
 
-fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+#[cfg(unix)]
+fn runner_stamp(p: &Path) -> Option<String> {
+    confine::stamp(p)
+}
+
+#[cfg(not(unix))]
+fn runner_stamp(_: &Path) -> Option<String> {
+    None
 }
 
 impl SandboxProvider for LocalProvider {
@@ -500,63 +565,132 @@ impl SandboxProvider for LocalProvider {
         {
             return rung.confine(argv, policy);
         }
-        // Seatbelt grants each root in both its given and its canonical
-        // spelling, so it takes the policy as given.
-        let given = policy;
-        // A workspace reached through a symlink is bound/granted by its real
-        // location, which is what the kernel checks.
-        let policy = SandboxPolicy::new(policy.mode, canonical(policy.workspace_root()));
-        let tmpdir = self.host.tmpdir();
+        #[cfg(unix)]
+        {
+            self.confine_unix(argv, policy)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (argv, policy);
+            Err(SandboxUnavailable::single(
+                "none",
+                "no sandbox backend exists for this platform in this build",
+            ))
+        }
+    }
+}
+
+impl LocalProvider {
+    #[cfg(unix)]
+    fn protections(&self, backend: Backend) -> Vec<Protection> {
+        confine::protections_for(backend, self.host_facts(), &self.settings.allow_sockets)
+    }
+
+    #[cfg(unix)]
+    fn gaps(&self, backend: Backend) -> Vec<stockade_core::Gap> {
+        confine::gaps_for(
+            backend,
+            stockade_core::ConfiningMode::WorkspaceWrite,
+            self.host_facts().landlock_abi,
+            &self.settings.allow_sockets,
+        )
+    }
+
+    #[cfg(not(unix))]
+    fn protections(&self, _: Backend) -> Vec<Protection> {
+        Vec::new()
+    }
+
+    #[cfg(not(unix))]
+    fn gaps(&self, _: Backend) -> Vec<stockade_core::Gap> {
+        Vec::new()
+    }
+}
+
+#[cfg(unix)]
+impl LocalProvider {
+    fn host_facts(&self) -> &confine::HostFacts {
+        self.host_facts.get_or_init(|| {
+            let abi = match self.platform {
+                Platform::Linux => self.host.landlock_abi(),
+                _ => None,
+            };
+            confine::HostFacts::gather(|p| p.exists(), abi)
+        })
+    }
+
+    fn confine_unix(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        let guards = confine::runner_guards(&self.pins, policy.workspace_root());
         if let Some(rc) = &self.settings.runner_command {
+            if let Some(program) = rc.argv().first() {
+                confine::check_runner_command(Path::new(program), &guards)?;
+            }
+            let prepared =
+                confine::prepare(&self.pins, self.host_facts(), policy, None, None, &[])?;
             let mut out = rc.argv().to_vec();
             // An operator-asserted runner owns its descriptor hygiene.
-            out.extend(profile::bwrap_args(&policy, tmpdir.as_deref(), None, argv));
+            out.extend(profile::bwrap_args(&prepared.profile, argv));
             return Ok(Confined {
                 argv: out,
                 backend: "runner-command",
                 enforcement: Enforcement::Full,
                 denial_signatures: vec![profile::BWRAP_DENIAL.into()],
                 runner_failure_rules: profile::signature_rules(rc.failure_signatures()),
-                writable_roots: profile::granted(&policy, tmpdir.as_deref()),
-                pass_fds: vec![],
+                writable_roots: prepared.writable,
+                pass_fds: prepared.pass_fds,
                 status: None,
                 gaps: vec![],
             });
         }
-        let sel = self.selected()?;
-        let runner = sel.runner.as_os_str();
-        Ok(match sel.backend {
-            SelectedBackend::Linux(Backend::Bwrap) => Confined {
-                argv: profile::with_runner(
-                    runner,
-                    profile::bwrap_args(&policy, tmpdir.as_deref(), sel.fd_closer.as_deref(), argv),
-                ),
-                backend: "bwrap",
-                enforcement: sel.enforcement,
-                denial_signatures: vec![profile::BWRAP_DENIAL.into()],
-                runner_failure_rules: profile::bwrap_rules(),
-                writable_roots: profile::granted(&policy, tmpdir.as_deref()),
-                pass_fds: vec![],
-                status: None,
-                gaps: vec![],
-            },
-            SelectedBackend::Linux(Backend::Landlock) => Confined {
-                argv: profile::with_runner(
-                    runner,
-                    profile::landlock_args(&policy, tmpdir.as_deref(), argv),
-                ),
-                backend: "landlock",
-                enforcement: sel.enforcement,
-                denial_signatures: vec![profile::LANDLOCK_DENIAL.into()],
-                runner_failure_rules: profile::landlock_rules(),
-                writable_roots: profile::granted(&policy, tmpdir.as_deref()),
-                pass_fds: vec![],
-                status: None,
-                gaps: vec![],
-            },
+        let sel = self.selected_guarding(&guards)?;
+        let backend = match sel.backend {
             SelectedBackend::Seatbelt => {
-                return seatbelt::confine(&sel.runner, self.host.as_ref(), given, argv);
+                // Seatbelt grants each root in both its given and its
+                // canonical spelling, so it takes the policy as given.
+                return seatbelt::confine(&sel.runner, self.host.as_ref(), policy, argv);
             }
+            SelectedBackend::Linux(b) => b,
+        };
+        confine::check_runners(sel, &guards)?;
+        let prepared = confine::prepare(
+            &self.pins,
+            self.host_facts(),
+            policy,
+            Some(backend),
+            sel.fd_closer.as_deref(),
+            &self.settings.allow_sockets,
+        )?;
+        let runner = sel.runner.as_os_str();
+        let (args, denial) = match backend {
+            Backend::Bwrap => (
+                profile::bwrap_args(&prepared.profile, argv),
+                profile::BWRAP_DENIAL,
+            ),
+            Backend::Landlock => (
+                profile::landlock_args(&prepared.profile, argv),
+                profile::LANDLOCK_DENIAL,
+            ),
+        };
+        Ok(Confined {
+            argv: profile::with_runner(runner, args),
+            backend: backend.as_str(),
+            enforcement: sel.enforcement,
+            denial_signatures: vec![denial.into()],
+            // The status channel decides runner failure; no stderr rule.
+            runner_failure_rules: vec![],
+            writable_roots: prepared.writable,
+            pass_fds: prepared.pass_fds,
+            status: Some(confine::status_channel()),
+            gaps: confine::gaps_for(
+                backend,
+                policy.mode,
+                self.host_facts().landlock_abi,
+                &self.settings.allow_sockets,
+            ),
         })
     }
 }

@@ -11,10 +11,15 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
-use stockade_core::{ConfiningMode, SandboxPolicy};
+use stockade_core::ConfiningMode;
 use wait_timeout::ChildExt;
 
+use crate::profile::{Grant, LinuxProfile};
 use crate::{Backend, Host, LocalSettings, profile};
+use command_fds::{CommandFdExt, FdMapping};
+
+/// Where a probe hands its workspace to the runner.
+const PROBE_FD: i32 = 4;
 
 pub(crate) struct LinuxHost;
 
@@ -108,9 +113,25 @@ impl Host for LinuxHost {
         let ws = dir.path().join("ws");
         fs::create_dir(&ws).map_err(|e| format!("cannot create {}: {e}", ws.display()))?;
         let ws = canonical_dir(&ws)?;
-        let tmpdir = self.tmpdir();
+        // The probe runs the real profile: the workspace handed over as a
+        // held descriptor, the procfs covers, the closer with its isolation.
+        let held = fs::File::open(&ws).map_err(|e| format!("cannot open {}: {e}", ws.display()))?;
+        let facts = crate::confine::HostFacts::gather(|p| p.exists(), None);
         let attempt = |mode: ConfiningMode, target: &Path| -> Result<(bool, String), String> {
-            let policy = SandboxPolicy::new(mode, &ws);
+            let mut profile = LinuxProfile {
+                fd_closer: fd_closer.map(Path::to_path_buf),
+                ..Default::default()
+            };
+            if backend == Backend::Bwrap {
+                profile.proc_read_only = facts.proc_read_only.clone();
+                profile.proc_masked = facts.proc_masked.clone();
+            }
+            if mode == ConfiningMode::WorkspaceWrite {
+                profile.roots.push(Grant {
+                    path: ws.clone(),
+                    fd: Some(PROBE_FD),
+                });
+            }
             let inner: Vec<OsString> = vec![
                 "/bin/sh".into(),
                 "-c".into(),
@@ -119,12 +140,13 @@ impl Host for LinuxHost {
                 target.as_os_str().to_owned(),
             ];
             let args = match backend {
-                Backend::Bwrap => {
-                    profile::bwrap_args(&policy, tmpdir.as_deref(), fd_closer, &inner)
-                }
-                Backend::Landlock => profile::landlock_args(&policy, tmpdir.as_deref(), &inner),
+                Backend::Bwrap => profile::bwrap_args(&profile, &inner),
+                Backend::Landlock => profile::landlock_args(&profile, &inner),
             };
-            run_bounded(runner.as_os_str(), &args, timeout)
+            let dup = held
+                .try_clone()
+                .map_err(|e| format!("cannot duplicate the probe workspace handle: {e}"))?;
+            run_bounded(runner.as_os_str(), &args, Some(dup), timeout)
         };
         let outside = ws.join("denied");
         let (ok, err) = attempt(ConfiningMode::ReadOnly, &outside)?;
@@ -212,10 +234,19 @@ fn canonical_dir(p: &Path) -> Result<PathBuf, String> {
 fn run_bounded(
     program: &OsStr,
     args: &[OsString],
+    pass: Option<fs::File>,
     timeout: Duration,
 ) -> Result<(bool, String), String> {
     let shown = Path::new(program).display();
-    let mut child = Command::new(program)
+    let mut cmd = Command::new(program);
+    if let Some(file) = pass {
+        cmd.fd_mappings(vec![FdMapping {
+            parent_fd: file.into(),
+            child_fd: PROBE_FD,
+        }])
+        .map_err(|e| format!("cannot hand the probe workspace to {shown}: {e}"))?;
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -45,72 +45,189 @@ pub fn granted(policy: &SandboxPolicy, tmpdir: Option<&Path>) -> Vec<PathBuf> {
     out
 }
 
-fn push_pair(out: &mut Vec<OsString>, flag: &str, a: &Path, b: Option<&Path>) {
+/// How a runner is told about one directory or file: by the descriptor the
+/// spawner places at `fd` in the child (the held object, which a confined
+/// run cannot move), or by path (probes of a private, freshly made
+/// directory; tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Where the command sees it.
+    pub path: PathBuf,
+    pub fd: Option<i32>,
+}
+
+/// A path inside a writable root that bwrap binds read-only (or, for a
+/// directory that is only pinned, onto itself writable so it cannot be
+/// renamed away).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectedBind {
+    pub path: PathBuf,
+    pub fd: i32,
+    pub read_only: bool,
+}
+
+/// Everything a Linux runner profile needs besides the command.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxProfile {
+    /// The writable roots, least specific first (empty under read-only).
+    pub roots: Vec<Grant>,
+    /// bwrap only; Landlock cannot carve these out (a named gap there).
+    pub protected: Vec<ProtectedBind>,
+    /// `/proc` entries (present on this host) bound read-only over the
+    /// sandbox's own procfs: bwrap leaves `/proc/sys` writable to root.
+    pub proc_read_only: Vec<PathBuf>,
+    /// `/proc` entries hidden behind `/dev/null` (files) or an empty
+    /// read-only tmpfs (directories), as container runtimes mask them.
+    pub proc_masked: Vec<(PathBuf, bool)>,
+    /// The runner status descriptor (see `stockade_core::status`).
+    pub status_fd: Option<i32>,
+    /// Unix sockets the command may still connect to.
+    pub allow_sockets: Vec<PathBuf>,
+    /// bwrap: the launcher run inside to close inherited descriptors and
+    /// scope sockets and signals.
+    pub fd_closer: Option<PathBuf>,
+}
+
+/// The `/proc` entries bwrap must cover read-only in a confining mode.
+pub const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
+
+/// The `/proc` entries container runtimes mask; `true` for directories.
+pub const PROC_MASKED: &[(&str, bool)] = &[
+    ("/proc/kcore", false),
+    ("/proc/keys", false),
+    ("/proc/key-users", false),
+    ("/proc/timer_list", false),
+    ("/proc/timer_stats", false),
+    ("/proc/sched_debug", false),
+    ("/proc/latency_stats", false),
+    ("/proc/kallsyms", false),
+    ("/proc/acpi", true),
+    ("/proc/scsi", true),
+];
+
+fn push_all(out: &mut Vec<OsString>, items: &[&str]) {
+    out.extend(items.iter().map(OsString::from));
+}
+
+fn push_fd(out: &mut Vec<OsString>, flag: &str, fd: i32, dest: &Path) {
     out.push(flag.into());
-    out.push(a.as_os_str().to_owned());
-    if let Some(b) = b {
-        out.push(b.as_os_str().to_owned());
+    out.push(fd.to_string().into());
+    out.push(dest.as_os_str().to_owned());
+}
+
+fn push_path(out: &mut Vec<OsString>, flag: &str, src: &Path, dest: Option<&Path>) {
+    out.push(flag.into());
+    out.push(src.as_os_str().to_owned());
+    if let Some(d) = dest {
+        out.push(d.as_os_str().to_owned());
     }
 }
 
 /// The bubblewrap arguments (without the runner itself) that confine `argv`.
 ///
-/// `--unshare-pid` is there for FILE safety, not process hiding (which no mode
-/// claims): in the host pid namespace `/proc/<pid>/root` of any same-uid
-/// process outside is a writable view of the host filesystem, so a confined
-/// child could write anywhere through it. `--cap-drop ALL` matters when the
-/// caller is root: bwrap otherwise leaves root its capabilities (remount,
-/// mknod, module loading). `--new-session` stops TIOCSTI into the caller's
+/// `--unshare-pid` is there for FILE safety, not process hiding: in the
+/// host pid namespace `/proc/<pid>/root` of any same-uid process outside is
+/// a writable view of the host filesystem; it also keeps every process
+/// outside out of reach of `kill`. `--cap-drop ALL` matters when the caller
+/// is root: bwrap otherwise leaves root its capabilities (remount, mknod,
+/// module loading). `--new-session` stops TIOCSTI into the caller's
 /// terminal; `--dev /dev` exposes no host block devices.
+///
+/// Writable roots are bound from held descriptors (`--bind-fd`), so what is
+/// writable is the directory the session was given even if its path was
+/// swapped since. A bind makes each root (and the pinned `.git`) a mount
+/// point, which cannot be renamed or removed from inside.
 ///
 /// `fd_closer` is `landlock-run`, run as `--close-fds -- ARGV` inside the
 /// sandbox: bwrap passes inherited descriptors through, and a write through
-/// an fd opened outside (say, on a log file the agent's parent left without
-/// O_CLOEXEC) is not stopped by any mount.
-pub fn bwrap_args(
-    policy: &SandboxPolicy,
-    tmpdir: Option<&Path>,
-    fd_closer: Option<&Path>,
-    argv: &[OsString],
-) -> Vec<OsString> {
-    let mut out: Vec<OsString> = Vec::with_capacity(16 + argv.len());
-    for a in ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"] {
-        out.push(a.into());
+/// an fd opened outside is not stopped by any mount. It also scopes Unix
+/// sockets, and reports on the status descriptor right before it execs the
+/// command, which is how a bwrap setup failure is told from the command's
+/// own output.
+pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::with_capacity(32 + argv.len());
+    push_all(
+        &mut out,
+        &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"],
+    );
+    for entry in &p.proc_read_only {
+        push_path(&mut out, "--ro-bind", entry, Some(entry));
     }
-    for root in writable_roots(policy, tmpdir) {
-        push_pair(&mut out, "--bind", &root, Some(&root));
+    for (entry, is_dir) in &p.proc_masked {
+        if *is_dir {
+            push_path(&mut out, "--tmpfs", entry, None);
+            push_path(&mut out, "--remount-ro", entry, None);
+        } else {
+            push_path(&mut out, "--ro-bind", Path::new("/dev/null"), Some(entry));
+        }
     }
-    for a in [
-        "--unshare-pid",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--",
-    ] {
-        out.push(a.into());
+    for root in &p.roots {
+        match root.fd {
+            Some(fd) => push_fd(&mut out, "--bind-fd", fd, &root.path),
+            None => push_path(&mut out, "--bind", &root.path, Some(&root.path)),
+        }
     }
-    if let Some(closer) = fd_closer {
+    // After the roots, so a protected path inside one is bound last and wins.
+    for prot in &p.protected {
+        let flag = if prot.read_only {
+            "--ro-bind-fd"
+        } else {
+            "--bind-fd"
+        };
+        push_fd(&mut out, flag, prot.fd, &prot.path);
+    }
+    push_all(
+        &mut out,
+        &[
+            "--unshare-pid",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--",
+        ],
+    );
+    if let Some(closer) = &p.fd_closer {
         out.push(closer.as_os_str().to_owned());
         out.push("--close-fds".into());
+        push_launcher_common(&mut out, p);
         out.push("--".into());
     }
     out.extend(argv.iter().cloned());
     out
 }
 
-/// The `landlock-run` arguments (without the launcher itself).
-pub fn landlock_args(
-    policy: &SandboxPolicy,
-    tmpdir: Option<&Path>,
-    argv: &[OsString],
-) -> Vec<OsString> {
-    let mut out: Vec<OsString> = Vec::with_capacity(8 + argv.len());
-    push_pair(&mut out, "--ro", Path::new("/"), None);
-    push_pair(&mut out, "--rw", Path::new("/dev/null"), None);
-    for root in writable_roots(policy, tmpdir) {
-        push_pair(&mut out, "--rw", &root, None);
+fn push_launcher_common(out: &mut Vec<OsString>, p: &LinuxProfile) {
+    if let Some(fd) = p.status_fd {
+        out.push("--status-fd".into());
+        out.push(fd.to_string().into());
     }
+    for s in &p.allow_sockets {
+        push_path(out, "--allow-socket", s, None);
+    }
+}
+
+/// The `landlock-run` arguments (without the launcher itself).
+pub fn landlock_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::with_capacity(12 + argv.len());
+    push_path(&mut out, "--ro", Path::new("/"), None);
+    push_path(&mut out, "--rw", Path::new("/dev/null"), None);
+    for root in &p.roots {
+        match root.fd {
+            Some(fd) => {
+                out.push("--rw-fd".into());
+                out.push(fd.to_string().into());
+            }
+            None => push_path(&mut out, "--rw", &root.path, None),
+        }
+    }
+    push_launcher_common(&mut out, p);
     out.push("--".into());
     out.extend(argv.iter().cloned());
     out
@@ -171,16 +288,47 @@ mod tests {
         vec!["bash".into(), "-c".into(), "echo hi".into()]
     }
 
+    fn ww_profile() -> LinuxProfile {
+        LinuxProfile {
+            roots: vec![
+                Grant {
+                    path: "/tmp".into(),
+                    fd: Some(4),
+                },
+                Grant {
+                    path: "/work/ws".into(),
+                    fd: Some(5),
+                },
+            ],
+            protected: vec![
+                ProtectedBind {
+                    path: "/work/ws/.git".into(),
+                    fd: 6,
+                    read_only: false,
+                },
+                ProtectedBind {
+                    path: "/work/ws/.git/hooks".into(),
+                    fd: 7,
+                    read_only: true,
+                },
+            ],
+            proc_read_only: vec!["/proc/sys".into()],
+            proc_masked: vec![("/proc/kcore".into(), false), ("/proc/acpi".into(), true)],
+            status_fd: Some(3),
+            allow_sockets: vec!["/run/a.sock".into()],
+            fd_closer: Some("/opt/landlock-run".into()),
+        }
+    }
+
     #[test]
     fn bwrap_read_only_profile() {
-        let p = SandboxPolicy::new(ConfiningMode::ReadOnly, "/work/ws");
+        let p = LinuxProfile {
+            status_fd: Some(3),
+            fd_closer: Some("/opt/landlock-run".into()),
+            ..Default::default()
+        };
         assert_eq!(
-            strs(&bwrap_args(
-                &p,
-                Some(Path::new("/var/tmp/me")),
-                None,
-                &cmd()
-            )),
+            strs(&bwrap_args(&p, &cmd())),
             [
                 "--ro-bind",
                 "/",
@@ -194,6 +342,11 @@ mod tests {
                 "--new-session",
                 "--cap-drop",
                 "ALL",
+                "--",
+                "/opt/landlock-run",
+                "--close-fds",
+                "--status-fd",
+                "3",
                 "--",
                 "bash",
                 "-c",
@@ -203,15 +356,9 @@ mod tests {
     }
 
     #[test]
-    fn bwrap_workspace_write_profile() {
-        let p = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/work/ws");
+    fn bwrap_workspace_write_profile_binds_held_descriptors() {
         assert_eq!(
-            strs(&bwrap_args(
-                &p,
-                Some(Path::new("/var/tmp/me")),
-                None,
-                &cmd()
-            )),
+            strs(&bwrap_args(&ww_profile(), &cmd())),
             [
                 "--ro-bind",
                 "/",
@@ -220,68 +367,107 @@ mod tests {
                 "/dev",
                 "--proc",
                 "/proc",
-                "--bind",
+                "--ro-bind",
+                "/proc/sys",
+                "/proc/sys",
+                "--ro-bind",
+                "/dev/null",
+                "/proc/kcore",
+                "--tmpfs",
+                "/proc/acpi",
+                "--remount-ro",
+                "/proc/acpi",
+                "--bind-fd",
+                "4",
                 "/tmp",
-                "/tmp",
-                "--bind",
-                "/var/tmp/me",
-                "/var/tmp/me",
-                "--bind",
+                "--bind-fd",
+                "5",
                 "/work/ws",
-                "/work/ws",
+                "--bind-fd",
+                "6",
+                "/work/ws/.git",
+                "--ro-bind-fd",
+                "7",
+                "/work/ws/.git/hooks",
                 "--unshare-pid",
                 "--die-with-parent",
                 "--new-session",
                 "--cap-drop",
                 "ALL",
                 "--",
+                "/opt/landlock-run",
+                "--close-fds",
+                "--status-fd",
+                "3",
+                "--allow-socket",
+                "/run/a.sock",
+                "--",
                 "bash",
                 "-c",
                 "echo hi"
             ]
         );
-        // No $TMPDIR, or one equal to /tmp: bound once.
-        let args = bwrap_args(&p, None, None, &cmd());
-        assert_eq!(args.iter().filter(|a| *a == "/tmp").count(), 2);
-        let args = bwrap_args(&p, Some(Path::new("/tmp")), None, &cmd());
-        assert_eq!(args.iter().filter(|a| *a == "/tmp").count(), 2);
     }
 
     #[test]
     fn landlock_profiles() {
-        let ro = SandboxPolicy::new(ConfiningMode::ReadOnly, "/work/ws");
+        let ro = LinuxProfile {
+            status_fd: Some(3),
+            ..Default::default()
+        };
         assert_eq!(
-            strs(&landlock_args(&ro, Some(Path::new("/var/tmp/me")), &cmd())),
+            strs(&landlock_args(&ro, &cmd())),
             [
                 "--ro",
                 "/",
                 "--rw",
                 "/dev/null",
+                "--status-fd",
+                "3",
                 "--",
                 "bash",
                 "-c",
                 "echo hi"
             ]
         );
-        let ww = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/work/ws");
         assert_eq!(
-            strs(&landlock_args(&ww, Some(Path::new("/var/tmp/me")), &cmd())),
+            strs(&landlock_args(&ww_profile(), &cmd())),
             [
                 "--ro",
                 "/",
                 "--rw",
                 "/dev/null",
-                "--rw",
-                "/tmp",
-                "--rw",
-                "/var/tmp/me",
-                "--rw",
-                "/work/ws",
+                "--rw-fd",
+                "4",
+                "--rw-fd",
+                "5",
+                "--status-fd",
+                "3",
+                "--allow-socket",
+                "/run/a.sock",
                 "--",
                 "bash",
                 "-c",
                 "echo hi"
             ]
+        );
+        // By path (probes of a private directory).
+        let by_path = LinuxProfile {
+            roots: vec![Grant {
+                path: "/p/ws".into(),
+                fd: None,
+            }],
+            ..Default::default()
+        };
+        assert!(
+            strs(&landlock_args(&by_path, &cmd()))
+                .windows(2)
+                .any(|w| w == ["--rw", "/p/ws"])
+        );
+        assert!(
+            strs(&bwrap_args(&by_path, &cmd()))
+                .windows(3)
+                .any(|w| w == ["--bind", "/p/ws", "/p/ws"])
         );
     }
 
@@ -295,12 +481,15 @@ mod tests {
     #[test]
     fn non_utf8_paths_and_args_pass_through_byte_for_byte() {
         let ws = OsStr::from_bytes(b"/work/a b\xff");
-        let p = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws);
+        let p = LinuxProfile {
+            roots: vec![Grant {
+                path: PathBuf::from(ws),
+                fd: None,
+            }],
+            ..Default::default()
+        };
         let argv = vec![OsString::from(OsStr::from_bytes(b"\xfe\x01"))];
-        for args in [
-            bwrap_args(&p, None, None, &argv),
-            landlock_args(&p, None, &argv),
-        ] {
+        for args in [bwrap_args(&p, &argv), landlock_args(&p, &argv)] {
             assert!(args.iter().any(|a| a.as_bytes() == ws.as_bytes()));
             assert_eq!(args.last().unwrap().as_bytes(), b"\xfe\x01");
         }

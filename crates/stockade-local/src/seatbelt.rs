@@ -272,6 +272,8 @@ pub(crate) fn report(host: &dyn Host) -> BackendReport {
         detail,
         enforcement: usable.then_some(Enforcement::Full),
         landlock_abi: None,
+        protections: Vec::new(),
+        gaps: Vec::new(),
     }
 }
 

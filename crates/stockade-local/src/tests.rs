@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use stockade_core::{ConfiningMode, Enforcement, SandboxPolicy, SandboxProvider};
+use stockade_core::{ConfiningMode, Enforcement, SandboxPolicy, SandboxProvider, StatusChannel};
 
 use super::*;
 
@@ -111,7 +111,11 @@ fn provider(
     platform: Platform,
 ) -> (LocalProvider, Arc<FakeHost>) {
     let host = Arc::new(host);
-    let p = LocalProvider::with_host(settings, platform, host.clone()).unwrap();
+    // The host's /tmp is not a root here: these tests keep their verdict
+    // caches and fake runners in temp dirs.
+    let p = LocalProvider::with_host(settings, platform, host.clone())
+        .unwrap()
+        .with_pins(Arc::new(stockade_roots::RootPins::without_temp_roots()));
     (p, host)
 }
 
@@ -299,15 +303,22 @@ fn runner_command_skips_chain_and_probes() {
         ..Default::default()
     };
     let (p, h) = provider(FakeHost::linux(false, false, None), s, Platform::Linux);
-    let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/nonexistent-ws");
+    let ws = tempfile::tempdir().unwrap();
+    let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws.path());
     let c = p.confine(&argv(), &policy).unwrap();
     assert_eq!(c.backend, "runner-command");
     assert_eq!(c.argv[0], "/opt/fake-runner");
     assert_eq!(c.argv[1], "--flag");
-    assert_eq!(
-        &c.argv[2..],
-        profile::bwrap_args(&policy, None, None, &argv()).as_slice()
-    );
+    // bwrap's arguments, the workspace bound from a held descriptor.
+    assert_eq!(c.argv[2], "--ro-bind");
+    assert!(c.argv.iter().any(|a| a == "--bind-fd"));
+    assert!(!c.pass_fds.is_empty());
+    assert_eq!(c.status, None);
+    assert_eq!(&c.argv[c.argv.len() - 4..], {
+        let mut t: Vec<OsString> = vec!["--".into()];
+        t.extend(argv());
+        t
+    });
     assert_eq!(
         c.runner_failure_rules,
         profile::signature_rules(&["fake: fatal".into()])
@@ -323,14 +334,16 @@ fn policy_rides_each_call() {
         Platform::Linux,
     );
     let a = p.confine(&argv(), &ro()).unwrap();
+    let ws = tempfile::tempdir().unwrap();
     let b = p
         .confine(
             &argv(),
-            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/nonexistent-ws"),
+            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws.path()),
         )
         .unwrap();
-    assert!(!a.argv.iter().any(|x| x == "--bind"));
-    assert!(b.argv.iter().any(|x| x == "--bind"));
+    assert!(!a.argv.iter().any(|x| x == "--bind-fd"));
+    assert!(a.pass_fds.is_empty());
+    assert!(b.argv.iter().any(|x| x == "--bind-fd"));
 }
 
 #[test]
@@ -435,6 +448,8 @@ impl PlatformRung for FakeRung {
             detail: "fake".into(),
             enforcement: Some(Enforcement::Partial),
             landlock_abi: None,
+            protections: vec![],
+            gaps: vec![],
         }
     }
 }
@@ -611,10 +626,9 @@ fn macos_runner_command_still_overrides() {
     let c = p.confine(&argv(), &ro()).unwrap();
     assert_eq!(c.backend, "runner-command");
     assert_eq!(c.argv[0], "/opt/fake-runner");
-    assert_eq!(
-        &c.argv[1..],
-        profile::bwrap_args(&ro(), None, None, &argv()).as_slice()
-    );
+    assert_eq!(c.argv[1], "--ro-bind");
+    assert!(!c.argv.iter().any(|a| a == "--bind-fd"));
+    assert!(c.argv.ends_with(&argv()));
     assert_eq!(h.probes.load(Ordering::SeqCst), 0);
 }
 
@@ -635,6 +649,8 @@ fn macos_report_has_one_seatbelt_line() {
                 .into(),
             enforcement: Some(Enforcement::Full),
             landlock_abi: None,
+            protections: vec![],
+            gaps: vec![],
         }]
     );
     assert_eq!(h.probes.load(Ordering::SeqCst), 0);
@@ -671,7 +687,7 @@ fn bwrap_runs_the_fd_closer_inside_and_needs_it() {
         Platform::Linux,
     );
     let c = p.confine(&argv(), &ro()).unwrap();
-    let tail: Vec<&str> = c.argv[c.argv.len() - 7..]
+    let tail: Vec<&str> = c.argv[c.argv.len() - 9..]
         .iter()
         .map(|a| a.to_str().unwrap())
         .collect();
@@ -681,6 +697,8 @@ fn bwrap_runs_the_fd_closer_inside_and_needs_it() {
             "--",
             "/opt/stockade/landlock-run",
             "--close-fds",
+            "--status-fd",
+            "3",
             "--",
             "bash",
             "-c",
@@ -701,5 +719,207 @@ fn bwrap_runs_the_fd_closer_inside_and_needs_it() {
     assert!(
         e.attempts[0].detail.contains("close inherited descriptors"),
         "{e}"
+    );
+}
+
+#[test]
+fn every_linux_backend_reports_on_the_status_channel_not_stderr() {
+    for (bwrap_ok, backend) in [(true, "bwrap"), (false, "landlock")] {
+        let (p, _) = provider(
+            FakeHost::linux(bwrap_ok, true, Some(7)),
+            LocalSettings::default(),
+            Platform::Linux,
+        );
+        let c = p.confine(&argv(), &ro()).unwrap();
+        assert_eq!(c.backend, backend);
+        assert_eq!(c.status, Some(StatusChannel { child_fd: 3 }));
+        assert!(c.runner_failure_rules.is_empty(), "{backend}");
+        let i = c.argv.iter().position(|a| a == "--status-fd").unwrap();
+        assert_eq!(c.argv[i + 1], "3");
+    }
+}
+
+#[test]
+fn workspace_write_grants_held_descriptors_and_names_them() {
+    for bwrap_ok in [true, false] {
+        let (p, _) = provider(
+            FakeHost::linux(bwrap_ok, true, Some(7)),
+            LocalSettings::default(),
+            Platform::Linux,
+        );
+        let d = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        let c = p
+            .confine(
+                &argv(),
+                &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &ws),
+            )
+            .unwrap();
+        let flag = if bwrap_ok { "--bind-fd" } else { "--rw-fd" };
+        let fds: Vec<i32> = c
+            .argv
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| *a == flag)
+            .map(|(i, _)| c.argv[i + 1].to_str().unwrap().parse().unwrap())
+            .collect();
+        let passed: Vec<i32> = c.pass_fds.iter().map(|f| f.child_fd).collect();
+        assert!(!fds.is_empty());
+        for fd in &fds {
+            assert!(passed.contains(fd), "{fd} not passed: {passed:?}");
+            assert!(*fd > 3);
+        }
+        assert!(c.writable_roots.contains(&ws));
+        assert!(!c.argv.iter().any(|a| a == ws.as_os_str() && !bwrap_ok));
+    }
+}
+
+#[test]
+fn a_workspace_moved_after_it_was_held_fails_closed() {
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &ws);
+    p.confine(&argv(), &policy).unwrap();
+    std::fs::rename(&ws, d.path().join("away")).unwrap();
+    std::os::unix::fs::symlink("/", &ws).unwrap();
+    let e = p.confine(&argv(), &policy).unwrap_err();
+    assert!(e.to_string().contains(&ws.display().to_string()), "{e}");
+    // A workspace of / is refused outright.
+    let e = p
+        .confine(
+            &argv(),
+            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/"),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("filesystem root"), "{e}");
+}
+
+#[test]
+fn a_runner_beneath_a_writable_root_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap();
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let mut host = FakeHost::linux(true, true, Some(7));
+        // The runner sits in the workspace (a .venv/bin, a target/release).
+        host.runners
+            .insert(backend, ws.join("bin").join(backend.as_str()));
+        let (p, _) = provider(host, LocalSettings::default(), Platform::Linux);
+        for mode in [ConfiningMode::ReadOnly, ConfiningMode::WorkspaceWrite] {
+            let e = p
+                .confine(&argv(), &SandboxPolicy::new(mode, &ws))
+                .unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("lies beneath the writable root"), "{text}");
+            assert!(text.contains(&ws.display().to_string()), "{text}");
+        }
+    }
+    // An operator runner in the workspace, too.
+    let rc = RunnerCommand::new(vec![ws.join("runner").into()], vec![]).unwrap();
+    let s = LocalSettings {
+        runner_command: Some(rc),
+        ..Default::default()
+    };
+    let (p, _) = provider(FakeHost::linux(true, true, Some(7)), s, Platform::Linux);
+    let e = p
+        .confine(&argv(), &SandboxPolicy::new(ConfiningMode::ReadOnly, &ws))
+        .unwrap_err();
+    assert!(e.to_string().contains("runner-command"), "{e}");
+}
+
+#[test]
+fn a_runner_that_changes_after_selection_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let runner = d.path().join("bwrap");
+    std::fs::write(&runner, b"one").unwrap();
+    let mut host = FakeHost::linux(true, true, Some(7));
+    host.runners.insert(Backend::Bwrap, runner.clone());
+    let (p, _) = provider(host, LocalSettings::default(), Platform::Linux);
+    let ws = tempfile::tempdir().unwrap();
+    let ro = SandboxPolicy::new(ConfiningMode::ReadOnly, ws.path());
+    p.confine(&argv(), &ro).unwrap();
+    std::fs::write(&runner, b"two, longer").unwrap();
+    let e = p.confine(&argv(), &ro).unwrap_err();
+    assert!(
+        e.to_string().contains("changed since it was selected"),
+        "{e}"
+    );
+}
+
+#[test]
+fn landlock_results_name_their_gaps() {
+    let (p, _) = provider(
+        FakeHost::linux(false, true, Some(2)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let c = p
+        .confine(
+            &argv(),
+            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws.path()),
+        )
+        .unwrap();
+    let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
+    for want in [
+        stockade_core::gaps::METADATA,
+        stockade_core::gaps::PROTECTED_PATHS,
+        stockade_core::gaps::TRUNCATE,
+        stockade_core::gaps::SIGNALS,
+        stockade_core::gaps::PROC_MASKS,
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let c = p.confine(&argv(), &ro()).unwrap();
+    assert!(
+        !c.gaps
+            .iter()
+            .any(|g| g.name == stockade_core::gaps::PROTECTED_PATHS)
+    );
+    // bwrap governs all of these; an allowlist on a pre-ABI-9 kernel opens sockets.
+    let s = LocalSettings {
+        allow_sockets: vec!["/run/x.sock".into()],
+        ..Default::default()
+    };
+    let (p, _) = provider(FakeHost::linux(true, true, Some(7)), s, Platform::Linux);
+    let c = p.confine(&argv(), &ro()).unwrap();
+    let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
+    assert_eq!(names, [stockade_core::gaps::UNIX_SOCKETS]);
+    assert!(
+        c.argv
+            .windows(2)
+            .any(|w| w[0] == "--allow-socket" && w[1] == "/run/x.sock")
+    );
+}
+
+#[test]
+fn a_verdict_cache_beneath_a_writable_root_is_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap();
+    let cache = ws.join("cache");
+    let settings = LocalSettings {
+        verdict_cache_dir: Some(cache.clone()),
+        ..Default::default()
+    };
+    let (p, h) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        settings,
+        Platform::Linux,
+    );
+    let p = p.with_pins(Arc::new(stockade_roots::RootPins::without_temp_roots()));
+    p.confine(
+        &argv(),
+        &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &ws),
+    )
+    .unwrap();
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+    assert!(
+        !cache.exists(),
+        "nothing is written beneath a writable root"
     );
 }

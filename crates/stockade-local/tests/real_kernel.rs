@@ -11,6 +11,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use stockade_core::status::RunnerStatus;
 use stockade_core::{ConfiningMode, Enforcement, SandboxPolicy, SandboxProvider};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 
@@ -77,10 +78,14 @@ fn run(p: &LocalProvider, mode: ConfiningMode, ws: &Path, script: &str, args: &[
     argv.extend(args.iter().map(|a| a.to_os_string()));
     let c = p.confine(&argv, &SandboxPolicy::new(mode, ws)).unwrap();
     assert!(c.argv.len() > argv.len(), "the argv came back unconfined");
-    Command::new(&c.argv[0])
-        .args(&c.argv[1..])
-        .output()
-        .unwrap()
+    let out = stockade_testkit::run_confined(&c, ws);
+    assert_eq!(
+        out.status,
+        RunnerStatus::Started,
+        "the runner did not start the command: {}",
+        String::from_utf8_lossy(&out.output.stderr)
+    );
+    out.output
 }
 
 fn write(p: &LocalProvider, mode: ConfiningMode, ws: &Path, target: &Path) -> Output {

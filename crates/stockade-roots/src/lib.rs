@@ -407,6 +407,22 @@ impl RootPins {
         out
     }
 
+    /// The resolved temp roots and every workspace held so far: where no
+    /// state that decides a later run may live.
+    pub fn all_writable_paths(&self) -> Vec<PathBuf> {
+        let mut out = self.temp_guards();
+        let map = self
+            .workspaces
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for w in map.values() {
+            if !out.iter().any(|p| p == w.path()) {
+                out.push(w.path().to_path_buf());
+            }
+        }
+        out
+    }
+
     /// Refuse `path` (a config file, a state directory, a runner) when it
     /// lies beneath a writable root of runs in `workspace`.
     pub fn refuse_beneath(

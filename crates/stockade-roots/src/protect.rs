@@ -133,6 +133,13 @@ fn read_gitdir_file(dotgit: &Path, top: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(target).ok()
 }
 
+/// Linux can open an object without read access to it; elsewhere a
+/// read-only open does the same job for binding and identity.
+#[cfg(target_os = "linux")]
+const PATH_ONLY: i32 = libc::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const PATH_ONLY: i32 = 0;
+
 fn open(path: &Path, want_dir: bool) -> Result<Protected, RootError> {
     let err = |source: io::Error| RootError::Protect {
         path: path.to_path_buf(),
@@ -140,7 +147,7 @@ fn open(path: &Path, want_dir: bool) -> Result<Protected, RootError> {
     };
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .custom_flags(PATH_ONLY | libc::O_NOFOLLOW)
         .open(path)
         .map_err(err)?;
     let m = file.metadata().map_err(err)?;

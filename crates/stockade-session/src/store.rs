@@ -154,6 +154,23 @@ impl SessionStore {
         Ok(Session { inner })
     }
 
+    /// The header of session `id`, read without opening (and so without
+    /// repairing) its log: what a caller checks before it agrees to resume
+    /// the session at all.
+    pub fn header(&self, id: &SessionId) -> Result<SessionHeader, SessionError> {
+        let path = self.path_of(id);
+        if !path.exists() {
+            return Err(SessionError::NotFound {
+                id: id.clone(),
+                dir: self.dir.clone(),
+            });
+        }
+        read_header(&path, id)?.ok_or_else(|| SessionError::BadHeader {
+            path,
+            reason: "the header line is incomplete".into(),
+        })
+    }
+
     /// Resume session `id`: replay its log. A torn last line is dropped, cut
     /// off the file and reported in [`Session::replay_report`]; a kept last
     /// line missing its newline gets one. Opening a session that is already

@@ -786,3 +786,25 @@ fn sessions_are_send_sync_and_sync_to_disk() {
 fn path_id(path: &Path) -> SessionId {
     path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
 }
+
+#[test]
+fn a_header_is_read_without_opening_or_repairing_the_log() {
+    let (_tmp, store) = store();
+    let unknown = SessionId::generate().unwrap();
+    assert!(matches!(
+        store.header(&unknown).unwrap_err(),
+        SessionError::NotFound { id, .. } if id == unknown
+    ));
+    let cwd = store.dir().parent().unwrap().to_path_buf();
+    let session = store.create(&cwd).unwrap();
+    let id = session.id().clone();
+    let path = session.path().to_path_buf();
+    drop(session);
+    // A torn tail stays as it is: reading the header is no resume.
+    append_raw(&path, b"{\"seq\":1,\"at_");
+    let before = fs::read(&path).unwrap();
+    let header = store.header(&id).unwrap();
+    assert_eq!(header.id, id);
+    assert_eq!(header.cwd, cwd);
+    assert_eq!(fs::read(&path).unwrap(), before);
+}

@@ -1,5 +1,6 @@
 //! What every real-runner suite needs and must get right the same way.
 #![forbid(unsafe_code)]
+#![allow(clippy::expect_used)] // test support: fail loudly
 
 use std::path::{Path, PathBuf};
 
@@ -64,4 +65,53 @@ pub fn have_bwrap() -> bool {
         .arg("--version")
         .output()
         .is_ok()
+}
+
+/// What a confined run did, as the runner's status channel tells it.
+#[cfg(unix)]
+pub struct ConfinedOutput {
+    pub output: std::process::Output,
+    pub status: stockade_core::status::RunnerStatus,
+}
+
+/// Spawn exactly `c.argv` in `cwd` the way an executor must: each held
+/// descriptor at its number, the status channel's write end at its number
+/// (and nowhere else), and read what the runner reported once it is done.
+#[cfg(unix)]
+pub fn run_confined(c: &stockade_core::Confined, cwd: &Path) -> ConfinedOutput {
+    use command_fds::{CommandFdExt, FdMapping};
+    use std::io::Read;
+    use std::os::fd::OwnedFd;
+
+    let mut cmd = std::process::Command::new(&c.argv[0]);
+    cmd.args(&c.argv[1..]).current_dir(cwd);
+    let mut maps: Vec<FdMapping> = c
+        .pass_fds
+        .iter()
+        .map(|p| FdMapping {
+            parent_fd: OwnedFd::from(p.file.try_clone().expect("dup a held descriptor")),
+            child_fd: p.child_fd,
+        })
+        .collect();
+    let mut reader = None;
+    if let Some(s) = c.status {
+        let (r, w) = std::io::pipe().expect("a status pipe");
+        maps.push(FdMapping {
+            parent_fd: OwnedFd::from(w),
+            child_fd: s.child_fd,
+        });
+        reader = Some(r);
+    }
+    cmd.fd_mappings(maps).expect("no descriptor collisions");
+    let output = cmd.output().expect("spawn the runner");
+    // The mapping holds our copy of the write end until the command goes.
+    drop(cmd);
+    let mut bytes = Vec::new();
+    if let Some(mut r) = reader {
+        r.read_to_end(&mut bytes).expect("read the status channel");
+    }
+    ConfinedOutput {
+        output,
+        status: stockade_core::status::RunnerStatus::parse(&bytes),
+    }
 }

@@ -199,6 +199,8 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             detail,
             enforcement: usable.then_some(Enforcement::Partial),
             landlock_abi: None,
+            protections: Vec::new(),
+            gaps: Vec::new(),
         }
     }
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code)] // each test file uses its own part of the harness
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -155,6 +155,22 @@ max_retries = 0
         }
     }
 
+    /// The binary with this setup's config written at `config` (text passed
+    /// through `edit`) and its session logs under `state`.
+    pub fn server_at(
+        &self,
+        s: &Setup,
+        config: &Path,
+        state: &Path,
+        edit: impl FnOnce(String) -> String,
+    ) -> Binary {
+        std::fs::write(config, edit(self.config_text(s))).unwrap();
+        Binary {
+            config: config.to_path_buf(),
+            state: state.to_path_buf(),
+        }
+    }
+
     /// The `messages` of every model request, normalised.
     pub fn model_messages(&self) -> Vec<Value> {
         self.model
@@ -301,6 +317,27 @@ pub fn pipe(
         futures::future::ready(Ok::<_, io::Error>(line))
     });
     (Box::pin(sink), rx.map(Ok))
+}
+
+impl Binary {
+    pub fn config(&self) -> &Path {
+        &self.config
+    }
+
+    /// Run `stockade acp` with no client at all (stdin at end of input): a
+    /// server that starts ends at once, one refused at startup says why.
+    pub fn start_alone(&self) -> std::process::Output {
+        let bin = stockade().expect("the stockade binary");
+        std::process::Command::new(bin)
+            .args(["acp", "--config"])
+            .arg(&self.config)
+            .env("STOCKADE_STATE_DIR", &self.state)
+            .env_remove("STOCKADE_CONFIG")
+            .env_remove("STOCKADE_MODE")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("stockade acp")
+    }
 }
 
 /// Start the real `stockade acp` for `server`, with its stdin and stdout as

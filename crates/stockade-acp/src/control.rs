@@ -1,0 +1,65 @@
+//! The control state: the files that decide the confinement of every later
+//! run. The config names the executor and the default mode; a session log
+//! holds a session's `sandbox/mode` override, replayed on resume. A confined
+//! command must be able to write neither, so both must lie outside every
+//! root a run may write: checked at startup against the temp roots (and the
+//! fallback workspace, when one is configured), and at every session start
+//! against that session's roots. A refused session is never created or
+//! resumed.
+
+use std::path::PathBuf;
+
+use stockade_agent::config::Config;
+use stockade_roots::{HeldDir, RootError, RootPins};
+
+use crate::compose::{Environment, fallback_root};
+use crate::error::ServeError;
+
+/// Where the control state of this process lives.
+#[derive(Debug, Clone)]
+pub(crate) struct ControlFiles {
+    /// `None` when the composition did not come from a file.
+    pub config: Option<PathBuf>,
+    /// The session store's directory.
+    pub log_dir: PathBuf,
+}
+
+impl ControlFiles {
+    /// Refuse when the config or the log directory lies beneath a root a run
+    /// in `workspace` could write (only the temp roots when `None`).
+    pub fn refuse_beneath(
+        &self,
+        pins: &RootPins,
+        workspace: Option<&HeldDir>,
+    ) -> Result<(), RootError> {
+        if let Some(config) = &self.config {
+            pins.refuse_beneath("config", config, workspace)?;
+        }
+        pins.refuse_beneath("session log directory", &self.log_dir, workspace)
+    }
+
+    /// The startup check. `[policy] workspace_root`, when configured, is
+    /// held and its roots count too. Without it the fallback is the config's
+    /// own directory, which by construction holds the config; it is never a
+    /// run's root here (every ACP call carries a session, rooted in its
+    /// cwd), so only the temp roots are checked and each session is checked
+    /// against its own roots when it starts.
+    pub fn check_at_startup(&self, config: &Config, env: &Environment) -> Result<(), ServeError> {
+        let held = match &config.policy.workspace_root {
+            Some(_) => Some(
+                env.pins
+                    .workspace(&fallback_root(config, env))
+                    .map_err(|source| ServeError::FallbackWorkspace {
+                        config: env
+                            .config_file
+                            .clone()
+                            .unwrap_or_else(|| env.config_dir.clone()),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
+        self.refuse_beneath(&env.pins, held.as_deref())
+            .map_err(ServeError::ControlState)
+    }
+}

@@ -1,0 +1,510 @@
+//! Nothing a confined command does can loosen its own or a later run's
+//! confinement: every channel tried through `stockade exec` as an attacker
+//! would, on both backends, as root and (when we are root, as in CI) as an
+//! unprivileged user. When `CI=true` a missing runner is a failure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The unprivileged identity the non-root legs run as.
+const NOBODY: u32 = 65534;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    Me,
+    Nobody,
+}
+
+/// Every identity to test as: ourselves, and `nobody` when we are root.
+fn users() -> Vec<Who> {
+    if rustix::process::geteuid().is_root() {
+        vec![Who::Me, Who::Nobody]
+    } else {
+        assert!(
+            !stockade_testkit::in_ci(),
+            "CI runs as root; the root legs must run there"
+        );
+        eprintln!("not root: only the unprivileged legs run");
+        vec![Who::Me]
+    }
+}
+
+fn backends() -> Vec<&'static str> {
+    let mut b = vec!["landlock"];
+    if stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
+        b.insert(0, "bwrap");
+    }
+    b
+}
+
+/// A directory owned by `who`, under `base`.
+fn owned_dir(base: &Path, prefix: &str, who: Who) -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(base)
+        .unwrap();
+    chown_tree(d.path(), who);
+    d
+}
+
+fn chown_tree(p: &Path, who: Who) {
+    if who == Who::Nobody {
+        let st = Command::new("chown")
+            .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+/// Scratch outside every writable root (not /tmp, not $TMPDIR).
+fn base() -> PathBuf {
+    let b = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    // The unprivileged legs must reach it.
+    let _ = fs::set_permissions(&b, fs::Permissions::from_mode(0o755));
+    b
+}
+
+/// `program args` as `who`, with `state` as its runtime dir (verdict cache).
+fn command_as(who: Who, program: &OsStr, state: &Path) -> Command {
+    let mut c = match who {
+        Who::Me => Command::new(program),
+        Who::Nobody => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                format!("--reuid={NOBODY}"),
+                format!("--regid={NOBODY}"),
+                "--clear-groups".into(),
+                "--".into(),
+            ])
+            .arg(program);
+            c
+        }
+    };
+    c.env("XDG_RUNTIME_DIR", state)
+        .env("HOME", state)
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null());
+    c
+}
+
+fn stockade_as(who: Who, state: &Path) -> Command {
+    command_as(who, OsStr::new(env!("CARGO_BIN_EXE_stockade")), state)
+}
+
+fn exec(
+    who: Who,
+    state: &Path,
+    backend: &str,
+    mode: &str,
+    ws: &Path,
+    script: &str,
+    args: &[&OsStr],
+) -> Output {
+    let mut c = stockade_as(who, state);
+    c.args(["exec", "--backend", backend, "--mode", mode, "--workspace"])
+        .arg(ws)
+        .args(["--", "/bin/sh", "-c", script, "sh"])
+        .args(args)
+        .current_dir(ws);
+    c.output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn entries(dir: &Path) -> Vec<OsString> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect()
+}
+
+/// Channel 1: a workspace beneath another writable root (/tmp) renamed
+/// away and replaced by a symlink: the next run must not write there.
+#[test]
+fn a_moved_workspace_never_redirects_the_next_run() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let tmp = owned_dir(Path::new("/tmp"), "stockade-moved-", who);
+            let outside = owned_dir(&base, "outside-", who);
+            let state = owned_dir(&base, "state-", who);
+            let ws = tmp.path().join("ws");
+            fs::create_dir(&ws).unwrap();
+            chown_tree(&ws, who);
+            // The attack, from inside: move the workspace away and leave a
+            // symlink to `outside` in its place.
+            let out = exec(
+                who,
+                state.path(),
+                backend,
+                "workspace-write",
+                &ws,
+                "mv \"$1\" \"$1.moved\" && ln -s \"$2\" \"$1\"",
+                &[ws.as_os_str(), outside.path().as_os_str()],
+            );
+            // bwrap makes the workspace a mount point (rename refused);
+            // Landlock lets the rename happen. Either way, do it from here
+            // too so the next run always meets a planted symlink.
+            if !fs::symlink_metadata(&ws).unwrap().file_type().is_symlink() {
+                assert!(!out.status.success() || backend == "landlock", "{out:?}");
+                fs::rename(&ws, tmp.path().join("ws.moved2")).unwrap();
+                symlink(outside.path(), &ws).unwrap();
+            }
+            let out = exec(
+                who,
+                state.path(),
+                backend,
+                "workspace-write",
+                &ws,
+                "touch \"$PWD/planted\" planted2",
+                &[],
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{who:?} {backend}: {}",
+                text(&out.stderr)
+            );
+            assert!(text(&out.stderr).contains(&ws.display().to_string()));
+            assert!(
+                entries(outside.path()).is_empty(),
+                "{who:?} {backend}: wrote through the moved workspace"
+            );
+        }
+    }
+}
+
+/// Channel 1: `--workspace /` and a relative `$TMPDIR` are never granted.
+#[test]
+fn root_workspaces_and_relative_tmpdirs_are_never_granted() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let out = exec(
+                who,
+                state.path(),
+                backend,
+                "workspace-write",
+                Path::new("/"),
+                "true",
+                &[],
+            );
+            assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+            let outside = owned_dir(&base, "outside-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            for rel in [".", "./", "..", "name"] {
+                let mut c = stockade_as(who, state.path());
+                let target = outside.path().join("x");
+                c.args(["exec", "--backend", backend, "--workspace"])
+                    .arg(ws.path())
+                    .args(["--", "/bin/sh", "-c", "echo x > \"$1\"", "sh"])
+                    .arg(&target)
+                    .env("TMPDIR", rel)
+                    .current_dir(outside.path());
+                if rel == "name" {
+                    fs::create_dir_all(outside.path().join("name")).unwrap();
+                    chown_tree(outside.path(), who);
+                }
+                let out = c.output().unwrap();
+                assert!(!out.status.success(), "{who:?} {backend} TMPDIR={rel}");
+                assert!(!target.exists(), "{who:?} {backend} TMPDIR={rel}");
+            }
+        }
+    }
+}
+
+/// Channel 2: a runner found inside a writable root is refused, never run.
+#[test]
+fn runners_inside_a_writable_root_are_refused() {
+    let base = base();
+    let bwrap = String::from_utf8(Command::new("sh").args(["-c", "command -v bwrap"]).output().unwrap().stdout)
+        .unwrap();
+    for who in users() {
+        let state = owned_dir(&base, "state-", who);
+        let ws = owned_dir(&base, "ws-", who);
+        // An activated .venv/bin holding a "bwrap".
+        let bin = ws.path().join(".venv/bin");
+        fs::create_dir_all(&bin).unwrap();
+        if !bwrap.trim().is_empty() {
+            fs::copy(bwrap.trim(), bin.join("bwrap")).unwrap();
+        }
+        // A stockade built into the workspace, with its launcher beside it.
+        let release = ws.path().join("target/release");
+        fs::create_dir_all(&release).unwrap();
+        let stockade = release.join("stockade");
+        fs::copy(env!("CARGO_BIN_EXE_stockade"), &stockade).unwrap();
+        fs::copy(
+            stockade_testkit::built_launcher().unwrap(),
+            release.join("landlock-run"),
+        )
+        .unwrap();
+        chown_tree(ws.path(), who);
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        for mode in ["read-only", "workspace-write"] {
+            if !bwrap.trim().is_empty() {
+                let mut c = stockade_as(who, state.path());
+                c.env("PATH", &path)
+                    .args(["exec", "--backend", "bwrap", "--mode", mode, "--workspace"])
+                    .arg(ws.path())
+                    .args(["--", "true"]);
+                let out = c.output().unwrap();
+                let err = text(&out.stderr);
+                assert_eq!(out.status.code(), Some(125), "{who:?} {mode}: {err}");
+                assert!(err.contains(&bin.join("bwrap").display().to_string()), "{err}");
+                assert!(err.contains("writable root"), "{err}");
+            }
+            let mut c = command_as(who, stockade.as_os_str(), state.path());
+            c.args(["exec", "--backend", "landlock", "--mode", mode, "--workspace"])
+                .arg(ws.path())
+                .args(["--", "true"]);
+            let out = c.output().unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{who:?} {mode}: {err}");
+            assert!(err.contains("landlock-run"), "{err}");
+            assert!(err.contains("writable root"), "{err}");
+        }
+    }
+}
+
+/// Channel 4: nothing under /proc/sys or /sys is writable, for anyone. A
+/// same-value write is tried on every file whose mode says writable, so a
+/// broken sandbox changes nothing.
+#[test]
+fn proc_and_sys_are_read_only_for_everyone() {
+    let base = base();
+    let script = r#"
+tried=0; wrote=0
+for f in $(find /proc/sys /sys -xdev -path /sys/kernel/debug -prune -o -type f -perm -u=w -perm -u=r -print 2>/dev/null); do
+  IFS= read -r v < "$f" 2>/dev/null || continue
+  tried=$((tried+1))
+  if { printf '%s\n' "$v" > "$f"; } 2>/dev/null; then wrote=$((wrote+1)); echo "WROTE $f"; fi
+done
+echo "tried=$tried wrote=$wrote"
+"#;
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let out = exec(who, state.path(), backend, "read-only", ws.path(), script, &[]);
+            let so = text(&out.stdout);
+            let last = so.lines().last().unwrap_or_default().to_owned();
+            eprintln!("{who:?} {backend}: {last}");
+            assert!(last.starts_with("tried="), "{so} {}", text(&out.stderr));
+            let tried: usize = last["tried=".len()..].split(' ').next().unwrap().parse().unwrap();
+            assert!(tried > 100, "{who:?} {backend}: walked too little: {last}");
+            assert!(last.ends_with(" wrote=0"), "{who:?} {backend}: {so}");
+        }
+    }
+}
+
+/// Channel 4: bwrap masks what container runtimes mask.
+#[test]
+fn bwrap_masks_kernel_interfaces() {
+    if !backends().contains(&"bwrap") {
+        return;
+    }
+    let base = base();
+    for who in users() {
+        let state = owned_dir(&base, "state-", who);
+        let ws = owned_dir(&base, "ws-", who);
+        let out = exec(
+            who,
+            state.path(),
+            "bwrap",
+            "workspace-write",
+            ws.path(),
+            "for f in /proc/kcore /proc/keys /proc/timer_list; do [ -e $f ] || continue; \
+             n=$(head -c 64 $f 2>/dev/null | wc -c); echo \"$f $n\"; done; \
+             grep -c ' /proc/sys .*ro[, ]' /proc/self/mountinfo",
+            &[],
+        );
+        let so = text(&out.stdout);
+        for line in so.lines().filter(|l| l.starts_with("/proc/")) {
+            assert!(line.ends_with(" 0"), "{who:?}: not masked: {line}");
+        }
+        assert_ne!(so.lines().last(), Some("0"), "{who:?}: /proc/sys not read-only: {so}");
+    }
+}
+
+/// Channel 5: no Unix socket outside, pathname or abstract, and no process
+/// outside can be signalled; socketpair still works.
+#[test]
+fn host_daemons_and_processes_are_out_of_reach() {
+    use std::os::unix::net::UnixListener;
+    let python = Path::new("/usr/bin/python3");
+    if !stockade_testkit::require("/usr/bin/python3", python.is_file()) {
+        return;
+    }
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let sockdir = owned_dir(&base, "sock-", who);
+            let path = sockdir.path().join("daemon.sock");
+            let listener = UnixListener::bind(&path).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o777)).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let name = format!("stockade-test-{}-{backend}", std::process::id());
+            let abs = {
+                use std::os::linux::net::SocketAddrExt;
+                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+                let l = UnixListener::bind_addr(&addr).unwrap();
+                l.set_nonblocking(true).unwrap();
+                l
+            };
+            let mut sleeper = command_as(who, OsStr::new("sleep"), state.path())
+                .arg("30")
+                .spawn()
+                .unwrap();
+            let code = format!(
+                r#"
+import os, socket, sys
+out = []
+for addr in [{path:?}, "\0{name}"]:
+    s = socket.socket(socket.AF_UNIX) if True else None
+    try:
+        s.connect(addr); out.append("connected")
+    except OSError as e:
+        out.append("refused")
+try:
+    os.kill({pid}, 0); out.append("signalled")
+except OSError:
+    out.append("nosignal")
+a, b = socket.socketpair(); a.send(b"x"); out.append("pair" if b.recv(1) == b"x" else "nopair")
+print(" ".join(out))
+"#,
+                path = path.to_str().unwrap(),
+                pid = sleeper.id()
+            );
+            // socket() itself may be refused (seccomp): that is a refusal.
+            let code = code.replace(
+                "    s = socket.socket(socket.AF_UNIX) if True else None\n    try:\n        s.connect(addr)",
+                "    try:\n        s = socket.socket(socket.AF_UNIX); s.connect(addr)",
+            );
+            let out = exec(
+                who,
+                state.path(),
+                backend,
+                "read-only",
+                ws.path(),
+                "exec /usr/bin/python3 -c \"$1\"",
+                &[OsStr::new(&code)],
+            );
+            sleeper.kill().unwrap();
+            sleeper.wait().unwrap();
+            drop(abs);
+            assert_eq!(
+                text(&out.stdout).trim(),
+                "refused refused nosignal pair",
+                "{who:?} {backend}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+}
+
+fn git(ws: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "safe.directory=*", "-C"])
+        .arg(ws)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+/// Channel 6: hooks and config stay read-only under bwrap while commits,
+/// branches, stashes and checkouts keep working; Landlock says its gap.
+#[test]
+fn git_hooks_and_config_are_read_only_but_git_works() {
+    let base = base();
+    for who in users() {
+        let state = owned_dir(&base, "state-", who);
+        let ws = owned_dir(&base, "repo-", who);
+        git(ws.path(), &["init", "-q"]);
+        fs::write(ws.path().join("a.txt"), "a\n").unwrap();
+        git(ws.path(), &["add", "a.txt"]);
+        git(ws.path(), &["commit", "-q", "-m", "one"]);
+        chown_tree(ws.path(), who);
+        if backends().contains(&"bwrap") {
+            for attack in [
+                "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-commit",
+                "echo '[core] hooksPath = /tmp' >> .git/config",
+                "mv .git .git-old",
+                "rm -rf .git/hooks",
+            ] {
+                let out = exec(who, state.path(), "bwrap", "workspace-write", ws.path(), attack, &[]);
+                assert!(!out.status.success(), "{who:?}: `{attack}` succeeded");
+            }
+            assert!(!ws.path().join(".git/hooks/post-commit").exists());
+            assert!(ws.path().join(".git/HEAD").exists());
+            let work = "export HOME=$PWD/.home; g() { git -c user.name=t -c user.email=t@t -c safe.directory='*' \"$@\"; }; \
+                        echo b >> a.txt && g commit -qam two && g checkout -qb side && \
+                        echo c >> a.txt && g stash -q && g stash pop -q && g checkout -q - && \
+                        g branch -q topic && echo ok";
+            let out = exec(who, state.path(), "bwrap", "workspace-write", ws.path(), work, &[]);
+            assert_eq!(text(&out.stdout).trim(), "ok", "{who:?}: {}", text(&out.stderr));
+        }
+        let mut c = stockade_as(who, state.path());
+        c.args(["exec", "--json", "--backend", "landlock", "--workspace"])
+            .arg(ws.path())
+            .args(["--", "true"]);
+        let out = c.output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let gaps = v["result"]["sandbox"]["gaps"].as_array().unwrap();
+        assert!(
+            gaps.iter().any(|g| g["name"] == "protected-paths"),
+            "{who:?}: {v}"
+        );
+    }
+}
+
+/// Channel 7: a command's own stderr and exit 125 never read as a runner
+/// failure, and never make stockade forget its verdict.
+#[test]
+fn a_command_cannot_forge_a_runner_failure() {
+    let base = base();
+    for who in users() {
+        for backend in backends().into_iter().chain(["auto"]) {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let out = exec(
+                who,
+                state.path(),
+                backend,
+                "read-only",
+                ws.path(),
+                "echo 'bwrap: Can'\"'\"'t mount proc' >&2; echo 'landlock-run: cannot restrict' >&2; exit 125",
+                &[],
+            );
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{who:?} {backend}: {err}");
+            assert!(!err.contains("sandbox unavailable"), "{who:?} {backend}: {err}");
+            if backend == "auto" {
+                assert!(
+                    state.path().join("stockade/auto-verdict").exists(),
+                    "{who:?}: the verdict was forgotten"
+                );
+            }
+            let mut c = stockade_as(who, state.path());
+            c.args(["exec", "--json", "--backend", backend, "--mode", "read-only", "--workspace"])
+                .arg(ws.path())
+                .args(["--", "/bin/sh", "-c", "echo 'bwrap: x' >&2; exit 125"]);
+            let out = c.output().unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["result"]["sandbox"]["runner_failed"], false, "{v}");
+        }
+    }
+}

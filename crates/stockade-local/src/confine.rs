@@ -1,0 +1,418 @@
+//! How the Linux chain turns a policy into a runner profile: the held roots,
+//! the protected paths, the procfs covers, the status channel, and the gaps
+//! each backend has on this host.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stockade_core::{
+    ConfiningMode, Gap, PassFd, SandboxPolicy, SandboxUnavailable, StatusChannel, gaps,
+};
+use stockade_roots::{HeldDir, RootPins, beneath};
+
+use crate::profile::{self, Grant, LinuxProfile, ProtectedBind};
+use crate::{Backend, Selected};
+
+/// The child descriptor that carries the runner status channel.
+pub(crate) const STATUS_FD: i32 = 3;
+/// Held objects are handed to the child from this number on.
+const FIRST_PASSED_FD: i32 = 4;
+
+/// The label of a refusal that is about the roots, not a backend.
+pub(crate) const ROOTS: &str = "writable-roots";
+
+/// A profile plus the descriptors it names.
+pub(crate) struct Prepared {
+    pub profile: LinuxProfile,
+    pub pass_fds: Vec<PassFd>,
+    /// What the command may write, for result facts.
+    pub writable: Vec<PathBuf>,
+}
+
+fn refused(e: impl std::fmt::Display) -> SandboxUnavailable {
+    SandboxUnavailable::single(ROOTS, e.to_string())
+}
+
+/// What a provider knows of the host that shapes every profile.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HostFacts {
+    pub proc_read_only: Vec<PathBuf>,
+    pub proc_masked: Vec<(PathBuf, bool)>,
+    pub landlock_abi: Option<u8>,
+}
+
+impl HostFacts {
+    /// Only entries present here: bwrap cannot create a mount point inside
+    /// procfs, so binding over a missing one would fail every run.
+    pub fn gather(exists: impl Fn(&Path) -> bool, landlock_abi: Option<u8>) -> Self {
+        Self {
+            proc_read_only: profile::PROC_READ_ONLY
+                .iter()
+                .map(PathBuf::from)
+                .filter(|p| exists(p))
+                .collect(),
+            proc_masked: profile::PROC_MASKED
+                .iter()
+                .map(|(p, d)| (PathBuf::from(p), *d))
+                .filter(|(p, _)| exists(p))
+                .collect(),
+            landlock_abi,
+        }
+    }
+}
+
+/// Numbers descriptors for the child in the order they are added.
+struct Fds {
+    next: i32,
+    list: Vec<PassFd>,
+}
+
+impl Fds {
+    fn add(&mut self, file: &Arc<std::fs::File>) -> i32 {
+        let fd = self.next;
+        self.next += 1;
+        self.list.push(PassFd {
+            child_fd: fd,
+            file: file.clone(),
+        });
+        fd
+    }
+}
+
+/// Build the profile for `policy` on `backend` (`None`: an operator
+/// `runner_command`, which gets bwrap's arguments without the closer).
+pub(crate) fn prepare(
+    pins: &RootPins,
+    facts: &HostFacts,
+    policy: &SandboxPolicy,
+    backend: Option<Backend>,
+    fd_closer: Option<&Path>,
+    allow_sockets: &[PathBuf],
+) -> Result<Prepared, SandboxUnavailable> {
+    pins.verify_temp().map_err(refused)?;
+    let mut fds = Fds {
+        next: FIRST_PASSED_FD,
+        list: Vec::new(),
+    };
+    let mut profile = LinuxProfile {
+        allow_sockets: allow_sockets.to_vec(),
+        ..Default::default()
+    };
+    let bwrap_like = backend != Some(Backend::Landlock);
+    if bwrap_like {
+        profile.proc_read_only = facts.proc_read_only.clone();
+        profile.proc_masked = facts.proc_masked.clone();
+    }
+    if backend.is_some() {
+        profile.status_fd = Some(STATUS_FD);
+        profile.fd_closer = fd_closer.map(Path::to_path_buf);
+    }
+    let mut writable = vec![PathBuf::from("/dev/null")];
+    if policy.mode == ConfiningMode::WorkspaceWrite {
+        let ws = pins.workspace(policy.workspace_root()).map_err(refused)?;
+        let mut roots: Vec<&Arc<HeldDir>> = pins.temp_roots().iter().collect();
+        if !roots.iter().any(|r| r.path() == ws.path()) {
+            roots.push(&ws);
+        }
+        // Least specific first, so a nested root is bound last and wins.
+        roots.sort_by_key(|r| r.path().components().count());
+        for root in roots {
+            let fd = fds.add(root.file());
+            profile.roots.push(Grant {
+                path: root.path().to_path_buf(),
+                fd: Some(fd),
+            });
+            writable.push(root.path().to_path_buf());
+        }
+        if bwrap_like {
+            protect(pins, &ws, &mut fds, &mut profile)?;
+        }
+    }
+    Ok(Prepared {
+        profile,
+        pass_fds: fds.list,
+        writable,
+    })
+}
+
+#[cfg(unix)]
+fn protect(
+    pins: &RootPins,
+    ws: &HeldDir,
+    fds: &mut Fds,
+    profile: &mut LinuxProfile,
+) -> Result<(), SandboxUnavailable> {
+    let writable = pins.writable_paths(Some(ws));
+    let mut protected = stockade_roots::git_protected(ws, &writable).map_err(refused)?;
+    // The pinned `.git` directory first, then what is read-only inside it.
+    protected.sort_by_key(|p| (p.read_only, p.path.components().count()));
+    for p in protected {
+        let fd = fds.add(&p.file);
+        profile.protected.push(ProtectedBind {
+            path: p.path,
+            fd,
+            read_only: p.read_only,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn protect(
+    _: &RootPins,
+    _: &HeldDir,
+    _: &mut Fds,
+    _: &mut LinuxProfile,
+) -> Result<(), SandboxUnavailable> {
+    Ok(())
+}
+
+/// The writable roots a runner must not lie beneath: those of a
+/// workspace-write run in this workspace, whatever this call's mode (a
+/// session can widen to it, and a run then could replace the runner that a
+/// later read-only run trusts).
+pub(crate) fn runner_guards(pins: &RootPins, workspace: &Path) -> Vec<PathBuf> {
+    let mut out = pins.all_writable_paths();
+    let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    if ws.parent().is_some() && !out.contains(&ws) {
+        out.push(ws);
+    }
+    out
+}
+
+/// A file's identity and content stamp: replacing or rewriting it changes it.
+pub(crate) fn stamp(path: &Path) -> Option<String> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some(format!(
+            "{}:{}:{}:{}.{}:{:o}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.mode()
+        ))
+    }
+    #[cfg(not(unix))]
+    {
+        Some(format!("{}:{:?}", m.len(), m.modified().ok()))
+    }
+}
+
+/// Refuse a runner that lies beneath a writable root (a confined run could
+/// overwrite it and the next run, even read-only, would be unconfined), or
+/// that changed since it was selected.
+pub(crate) fn check_runners(sel: &Selected, guards: &[PathBuf]) -> Result<(), SandboxUnavailable> {
+    for (path, was) in &sel.stamps {
+        let backend = sel.backend.as_str();
+        if let Some(root) = beneath(path, guards) {
+            return Err(SandboxUnavailable::single(
+                backend,
+                format!(
+                    "runner {} lies beneath the writable root {}, where a confined command could replace it",
+                    path.display(),
+                    root.display()
+                ),
+            ));
+        }
+        if stamp(path) != *was {
+            return Err(SandboxUnavailable::single(
+                backend,
+                format!(
+                    "runner {} changed since it was selected; refusing to run it",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An operator runner named by path (or found on an absolute PATH entry).
+pub(crate) fn check_runner_command(
+    program: &Path,
+    guards: &[PathBuf],
+) -> Result<(), SandboxUnavailable> {
+    let resolved = if program.components().count() > 1 {
+        Some(program.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join(program))
+                .find(|c| c.is_file())
+        })
+    };
+    if let Some(path) = resolved
+        && let Some(root) = beneath(&path, guards)
+    {
+        return Err(SandboxUnavailable::single(
+            "runner-command",
+            format!(
+                "runner {} lies beneath the writable root {}, where a confined command could replace it",
+                path.display(),
+                root.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What `backend` does not govern on this host in `mode`, by name.
+pub(crate) fn gaps_for(
+    backend: Backend,
+    mode: ConfiningMode,
+    abi: Option<u8>,
+    allow_sockets: &[PathBuf],
+) -> Vec<Gap> {
+    let abi_n = abi.unwrap_or(0);
+    let mut out = Vec::new();
+    if backend == Backend::Landlock {
+        out.push(Gap::new(
+            gaps::METADATA,
+            "Landlock has no rights for metadata: mode, owner, timestamps, extended attributes and inode flags of files outside the writable roots can still be changed",
+        ));
+        if mode == ConfiningMode::WorkspaceWrite {
+            out.push(Gap::new(
+                gaps::PROTECTED_PATHS,
+                "Landlock cannot exclude a path from an allowed root: .git/hooks and .git/config inside the workspace stay writable",
+            ));
+        }
+        out.push(Gap::new(
+            gaps::PROC_MASKS,
+            "procfs and sysfs are read-only, but /proc/kcore, /proc/keys, /proc/timer_list and the other entries container runtimes mask stay readable",
+        ));
+        if abi_n < 3 {
+            out.push(Gap::new(
+                gaps::TRUNCATE,
+                format!("Landlock ABI {abi_n} (< 3) cannot refuse truncating files outside the writable roots"),
+            ));
+        }
+        if abi_n < 6 {
+            out.push(Gap::new(
+                gaps::SIGNALS,
+                format!("Landlock ABI {abi_n} (< 6) has no signal scope: processes of the same user outside the sandbox can be signalled"),
+            ));
+        }
+    }
+    // Sockets: the closer (bwrap) and the launcher (Landlock) both scope
+    // them; only an allowlist on a kernel without Landlock's pathname-socket
+    // right leaves them open (seccomp cannot allow some paths only).
+    if !allow_sockets.is_empty() && abi_n < 9 {
+        out.push(Gap::new(
+            gaps::UNIX_SOCKETS,
+            format!(
+                "allow_sockets is set and this kernel (Landlock ABI {abi_n} < 9) cannot allow only those paths: every pathname Unix socket{} is reachable",
+                if abi_n < 6 { " and abstract socket" } else { "" }
+            ),
+        ));
+    }
+    out
+}
+
+/// The status channel every Linux backend reports on.
+pub(crate) fn status_channel() -> StatusChannel {
+    StatusChannel {
+        child_fd: STATUS_FD,
+    }
+}
+
+/// One protection a backend gives on this host, for `probe`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Protection {
+    pub name: &'static str,
+    pub state: String,
+}
+
+fn p(name: &'static str, state: impl Into<String>) -> Protection {
+    Protection {
+        name,
+        state: state.into(),
+    }
+}
+
+fn list(paths: impl Iterator<Item = PathBuf>) -> String {
+    let v: Vec<String> = paths.map(|p| p.display().to_string()).collect();
+    if v.is_empty() {
+        "none present".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// What `backend` enforces here beyond the file-write modes.
+pub(crate) fn protections_for(
+    backend: Backend,
+    facts: &HostFacts,
+    allow_sockets: &[PathBuf],
+) -> Vec<Protection> {
+    let abi = facts.landlock_abi.unwrap_or(0);
+    let mut out = vec![p(
+        "writable-roots",
+        "resolved once, held open and granted by descriptor; a moved root fails closed",
+    )];
+    match backend {
+        Backend::Bwrap => {
+            out.push(p(
+                "procfs",
+                format!(
+                    "read-only: {}; masked: {}",
+                    list(facts.proc_read_only.iter().cloned()),
+                    list(facts.proc_masked.iter().map(|(p, _)| p.clone()))
+                ),
+            ));
+            out.push(p("sysfs", "read-only"));
+            out.push(p(
+                "signals",
+                "own pid namespace: no process outside is visible",
+            ));
+            out.push(p(
+                "git",
+                ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file bound read-only; .git pinned in place",
+            ));
+        }
+        Backend::Landlock => {
+            out.push(p(
+                "procfs",
+                "read-only (no Landlock write right outside the writable roots); nothing masked",
+            ));
+            out.push(p("sysfs", "read-only"));
+            out.push(p(
+                "signals",
+                if abi >= 6 {
+                    "Landlock signal scope: no process outside can be signalled".to_owned()
+                } else {
+                    format!("open (Landlock ABI {abi} < 6)")
+                },
+            ));
+            out.push(p("git", "not governed (gap protected-paths)"));
+        }
+    }
+    let allowed = if allow_sockets.is_empty() {
+        String::new()
+    } else {
+        format!("; allowed: {}", list(allow_sockets.iter().cloned()))
+    };
+    let sockets = if abi >= 9 {
+        format!("Landlock: only allow_sockets paths can be connected{allowed}")
+    } else if allow_sockets.is_empty() {
+        "seccomp refuses socket(AF_UNIX) (socketpair still works): no Unix socket outside can be reached; open named ones with allow_sockets / --allow-socket".to_owned()
+    } else {
+        format!(
+            "open: allow_sockets is set and this kernel (Landlock ABI {abi} < 9) cannot allow only those{allowed}"
+        )
+    };
+    out.push(p("unix-sockets", sockets));
+    let abstract_ = if abi >= 6 {
+        "Landlock scope: abstract sockets created outside cannot be reached"
+    } else if allow_sockets.is_empty() {
+        "seccomp refuses socket(AF_UNIX)"
+    } else {
+        "open"
+    };
+    out.push(p("abstract-sockets", abstract_));
+    out
+}
