@@ -1,7 +1,10 @@
-//! `landlock-run`: exec ARGV confined by a Landlock filesystem ruleset.
-//! Grammar, exit codes and the exact lines printed: README.md next to this file.
-// `unsafe` is denied everywhere but the one TIOCNOTTY ioctl below, which no
-// safe wrapper offers.
+//! `landlock-run`: exec ARGV confined by a Landlock ruleset (filesystem,
+//! Unix sockets, signals) plus, where Landlock cannot confine Unix sockets, a
+//! seccomp filter. Grammar, exit codes, the status channel, the isolation
+//! facts and the exact lines printed: README.md next to this file.
+// `unsafe` is denied everywhere but the few calls below that no safe wrapper
+// offers (TIOCNOTTY, close_range, taking an inherited descriptor), each with
+// a SAFETY note.
 #![deny(unsafe_code)]
 
 #[cfg(not(target_os = "linux"))]
@@ -21,93 +24,270 @@ mod linux {
     use std::fmt::Display;
     use std::fs::{self, DirBuilder, OpenOptions};
     use std::io::{self, Read};
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::process::CommandExt;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio, exit};
+    use std::sync::OnceLock;
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use landlock::{
-        ABI, Access, AccessFs, LandlockStatus, PathBeneath, PathFd, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, RulesetStatus,
+        ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, PathBeneath, RestrictSelf,
+        Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
     };
-    use rustix::fs::{FileType, Mode, OFlags, fstat};
-    use rustix::io::Errno;
+    use rustix::fs::{FileType, Mode, OFlags, fcntl_getfl, fstat};
+    use rustix::io::{Errno, FdFlags, fcntl_setfd};
     use rustix::process::{geteuid, getpid, getsid, getuid, setsid};
     use rustix::thread::{
         CapabilitySet, CapabilitySets, capabilities, capability_is_in_bounding_set,
         clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
     };
+    use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH]... [--rw PATH]... -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH]... [--status-fd N] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
-    /// The newest set of rights we have vetted. V9's ResolveUnix is left out on
-    /// purpose: it would make connect() to pathname sockets under `--ro` paths
-    /// fail, which is not a file-write promise. Best-effort compatibility (the
+    /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
+    /// ResolveUnix is not among them on purpose: it is handled on its own
+    /// (see `restrict`) and granted only by `--allow-socket`, so `--ro /` does
+    /// not open every pathname socket again. Best-effort compatibility (the
     /// crate default) lets an older kernel handle the subset it knows.
     const ABI_REQ: ABI = ABI::V5;
 
+    /// The status channel (`--status-fd`), once taken. Every failure and the
+    /// start are reported on it; it is close-on-exec, so the command never
+    /// holds it.
+    static STATUS: OnceLock<OwnedFd> = OnceLock::new();
+
     /// Every launcher failure is exactly one line and 125; callers tell it from
-    /// a child's own 125 by that line, so a message must never span lines.
+    /// a child's own 125 by that line, so a message must never span lines. The
+    /// same message goes to the status channel, where a caller need not guess.
     fn fail(msg: impl Display) -> ! {
         let line = msg.to_string().replace(['\n', '\r'], " ");
         eprintln!("landlock-run: {line}");
+        report(&RunnerStatus::failure_record(&line));
         exit(FAILURE)
     }
 
+    fn usage(why: impl Display) -> ! {
+        fail(format_args!("{USAGE} ({why})"))
+    }
+
+    /// Best effort by nature: a caller that closed its end just gets nothing
+    /// (EPIPE; std ignores SIGPIPE in this process). Records are far below
+    /// PIPE_BUF, so a record is never interleaved.
+    fn report(record: &str) {
+        let Some(fd) = STATUS.get() else { return };
+        let mut rest = record.as_bytes();
+        while !rest.is_empty() {
+            match rustix::io::write(fd, rest) {
+                Ok(0) => return,
+                Ok(n) => rest = rest.get(n..).unwrap_or_default(),
+                Err(Errno::INTR) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    enum Grant {
+        Path(PathBuf),
+        /// A directory or file the caller resolved once and passed open: the
+        /// rule is keyed to that open file, never to a name looked up again.
+        Fd(RawFd),
+    }
+
+    #[derive(Default)]
+    struct Opts {
+        /// (what, writable)
+        grants: Vec<(Grant, bool)>,
+        sockets: Vec<PathBuf>,
+        status_fd: Option<RawFd>,
+    }
+
     enum Cmd {
-        Run(Vec<(PathBuf, bool)>, Vec<OsString>),
-        /// `--close-fds -- ARGV`: descriptor hygiene only, for a runner that
-        /// confines by other means (bwrap passes inherited fds through).
-        CloseFds(Vec<OsString>),
+        Run(Opts, Vec<OsString>),
+        /// `--close-fds [--status-fd N] [--allow-socket PATH]... -- ARGV`: for
+        /// a runner that confines the filesystem by other means (bwrap, which
+        /// also passes inherited fds through): descriptor hygiene plus the
+        /// socket and signal isolation, no filesystem rules.
+        CloseFds(Opts, Vec<OsString>),
+        Isolation(Vec<PathBuf>),
         Probe,
         ProbeChild(PathBuf),
     }
 
+    /// Every option that takes a value, in every mode.
+    const VALUED: [&[u8]; 6] = [
+        b"--ro",
+        b"--rw",
+        b"--ro-fd",
+        b"--rw-fd",
+        b"--allow-socket",
+        b"--status-fd",
+    ];
+
     /// Arguments stay `OsString` end to end: a lossy conversion would silently
     /// grant or run something other than what the caller named.
     fn parse(args: &[OsString]) -> Result<Cmd, String> {
-        match args.first().map(|a| a.as_bytes()) {
-            Some(b"--probe") if args.len() == 1 => return Ok(Cmd::Probe),
-            Some(b"--close-fds") => {
-                return match args.get(1).map(|a| a.as_bytes()) {
-                    Some(b"--") if args.len() > 2 => Ok(Cmd::CloseFds(args[2..].to_vec())),
-                    Some(b"--") => Err("empty ARGV after --".into()),
-                    _ => Err("--close-fds takes only -- ARGV".into()),
-                };
-            }
+        let first = args.first().map(|a| a.as_bytes());
+        match first {
+            Some(b"--probe") if args.len() == 1 => Ok(Cmd::Probe),
             Some(b"--probe-child") if args.len() == 2 => {
-                return Ok(Cmd::ProbeChild(PathBuf::from(&args[1])));
+                Ok(Cmd::ProbeChild(PathBuf::from(&args[1])))
             }
-            _ => {}
+            Some(b"--isolation") => {
+                let only = "--isolation takes only --allow-socket PATH";
+                match options(&args[1..], &[b"--allow-socket"], only)? {
+                    (opts, None) => Ok(Cmd::Isolation(opts.sockets)),
+                    (_, Some(_)) => Err(only.into()),
+                }
+            }
+            Some(b"--close-fds") => {
+                let only = "--close-fds takes only --status-fd N, --allow-socket PATH and -- ARGV";
+                let allowed: [&[u8]; 2] = [b"--status-fd", b"--allow-socket"];
+                let (opts, argv) = options(&args[1..], &allowed, only)?;
+                Ok(Cmd::CloseFds(opts, argv.ok_or("missing -- before ARGV")?))
+            }
+            _ => {
+                let (opts, argv) = options(args, &VALUED, "")?;
+                Ok(Cmd::Run(opts, argv.ok_or("missing -- before ARGV")?))
+            }
         }
-        let mut grants = Vec::new();
+    }
+
+    /// `OPTION VALUE` pairs up to `--`, then a non-empty ARGV (returned when
+    /// there was a `--`). `allowed` is what this mode accepts, `only` the
+    /// reason given for any other option of ours.
+    fn options(
+        args: &[OsString],
+        allowed: &[&[u8]],
+        only: &str,
+    ) -> Result<(Opts, Option<Vec<OsString>>), String> {
+        let mut opts = Opts::default();
+        let mut fds = Vec::new();
         let mut i = 0;
         while let Some(arg) = args.get(i) {
-            let write = match arg.as_bytes() {
-                b"--" if i + 1 < args.len() => return Ok(Cmd::Run(grants, args[i + 1..].to_vec())),
+            let name = arg.as_bytes();
+            match name {
+                b"--" if i + 1 < args.len() => return Ok((opts, Some(args[i + 1..].to_vec()))),
                 b"--" => return Err("empty ARGV after --".into()),
-                b"--ro" => false,
-                b"--rw" => true,
                 b"--probe" | b"--probe-child" => {
                     return Err("--probe takes no other arguments".into());
                 }
-                a if a.starts_with(b"-") => {
-                    return Err(format!("unknown option {arg:?}"));
+                b"--close-fds" | b"--isolation" => {
+                    return Err(format!("{} must be the first argument", arg.display()));
                 }
+                n if VALUED.contains(&n) && !allowed.contains(&n) => return Err(only.into()),
+                n if VALUED.contains(&n) => {}
+                n if n.starts_with(b"-") => return Err(format!("unknown option {arg:?}")),
                 _ => return Err("missing -- before ARGV".into()),
-            };
+            }
+            let shown = arg.display();
             // `--ro --` is a forgotten PATH, not a grant on a directory named "--".
-            match args.get(i + 1) {
-                Some(p) if p.as_bytes() != b"--" => grants.push((PathBuf::from(p), write)),
-                _ => return Err(format!("{} needs a PATH", Path::new(arg).display())),
+            let value = match args.get(i + 1) {
+                Some(v) if v.as_bytes() != b"--" => v,
+                _ if name.ends_with(b"-fd") => return Err(format!("{shown} needs a descriptor N")),
+                _ => return Err(format!("{shown} needs a PATH")),
+            };
+            match name {
+                b"--ro" | b"--rw" => opts
+                    .grants
+                    .push((Grant::Path(PathBuf::from(value)), name == b"--rw")),
+                b"--allow-socket" => opts.sockets.push(PathBuf::from(value)),
+                _ => {
+                    let n = fd_number(&shown, value)?;
+                    // Each descriptor gets exactly one owner (see take_inherited_fd).
+                    if fds.contains(&n) {
+                        return Err(format!("descriptor {n} is given twice"));
+                    }
+                    fds.push(n);
+                    match name {
+                        b"--status-fd" if opts.status_fd.is_some() => {
+                            return Err("--status-fd is given twice".into());
+                        }
+                        b"--status-fd" => opts.status_fd = Some(n),
+                        _ => opts.grants.push((Grant::Fd(n), name == b"--rw-fd")),
+                    }
+                }
             }
             i += 2;
         }
-        Err("missing -- before ARGV".into())
+        Ok((opts, None))
+    }
+
+    /// A plain decimal of 3 or more: 0-2 are stdio, which std owns.
+    fn fd_number(option: &impl Display, value: &OsString) -> Result<RawFd, String> {
+        let digits = value.as_bytes();
+        let n = std::str::from_utf8(digits)
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<RawFd>().ok());
+        match n {
+            Some(n) if n >= 3 => Ok(n),
+            _ => Err(format!(
+                "{option} needs a descriptor number >= 3, not {value:?}"
+            )),
+        }
+    }
+
+    /// The `--status-fd` value, found before the full parse so that a grammar
+    /// error is reported on the channel too. Pairs are skipped the way
+    /// `options` reads them, so both agree on what is a value.
+    fn status_fd_arg(args: &[OsString]) -> Option<&OsString> {
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            match arg.as_bytes() {
+                b"--" => return None,
+                b"--status-fd" => return it.next(),
+                n if VALUED.contains(&n) || n == b"--probe-child" => {
+                    it.next();
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Takes ownership of descriptor `n`, passed in by the caller, and flags
+    /// it close-on-exec at once so the command can never inherit it.
+    fn take_inherited_fd(option: &str, n: RawFd) -> Result<OwnedFd, String> {
+        #[allow(unsafe_code)]
+        // SAFETY: F_GETFD only reads the descriptor's flags; it touches no
+        // memory and merely fails with EBADF for a number that is not open.
+        let open = unsafe { libc::fcntl(n, libc::F_GETFD) } >= 0;
+        if !open {
+            return Err(format!("{option} {n}: descriptor {n} is not open"));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: `n` is open (checked just above; this process is single
+        // threaded) and is an inherited descriptor nothing else owns: std owns
+        // only 0-2 and `n` >= 3 (fd_number), and every take happens before
+        // this process opens anything itself (main, then the start of run),
+        // so `n` cannot be one of ours. parse() rejects a number given twice,
+        // so this OwnedFd is its only owner and the only one to close it.
+        let fd = unsafe { OwnedFd::from_raw_fd(n) };
+        fcntl_setfd(&fd, FdFlags::CLOEXEC)
+            .map_err(|e| format!("{option} {n}: cannot set close-on-exec: {e}"))?;
+        Ok(fd)
+    }
+
+    /// The status channel: the caller's write end of a pipe.
+    fn take_status_fd(value: &OsString) -> OwnedFd {
+        let option = "--status-fd";
+        let n = fd_number(&option, value).unwrap_or_else(|why| usage(why));
+        let fd = take_inherited_fd(option, n).unwrap_or_else(|why| usage(why));
+        let writable = fcntl_getfl(&fd).is_ok_and(|flags| {
+            let mode = flags & OFlags::ACCMODE;
+            !flags.contains(OFlags::PATH) && (mode == OFlags::WRONLY || mode == OFlags::RDWR)
+        });
+        if !writable {
+            usage(format_args!(
+                "{option} {n}: descriptor {n} is not open for writing"
+            ));
+        }
+        fd
     }
 
     /// `result.or_fail(what)`: the launcher's only error path, `what: error`.
@@ -120,20 +300,25 @@ mod linux {
         }
     }
 
-    /// Opened before any privilege is dropped, and the rule is keyed to this fd,
-    /// so what is granted is what we stat'ed, not whatever the path names later.
-    fn open_grant(path: &Path, write: bool) -> PathBeneath<PathFd> {
+    /// Opened (O_PATH) before any privilege is dropped, and the rule is keyed
+    /// to this fd, so what is granted is what we stat'ed, not whatever the path
+    /// names later.
+    fn open_path(path: &Path, what: &str) -> OwnedFd {
         let shown = path.display();
-        let fd = PathFd::new(path).unwrap_or_else(|e| {
-            let src = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<io::Error>());
-            match src.map(io::Error::kind) {
-                Some(io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
-                    fail(format_args!("grant path does not exist: {shown}"))
-                }
-                _ => fail(format_args!("cannot open grant path {shown}: {e}")),
+        match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::NOTDIR) => {
+                fail(format_args!("{what} does not exist: {shown}"))
             }
-        });
-        let stat = fstat(&fd).or_fail(format_args!("cannot stat grant path {shown}"));
+            Err(e) => fail(format_args!(
+                "cannot open {what} {shown}: {}",
+                io::Error::from(e)
+            )),
+        }
+    }
+
+    fn grant_rule(fd: OwnedFd, write: bool, shown: impl Display) -> PathBeneath<OwnedFd> {
+        let stat = fstat(&fd).or_fail(format_args!("cannot stat {shown}"));
         let mut access = match write {
             true => AccessFs::from_all(ABI_REQ),
             false => AccessFs::from_read(ABI_REQ),
@@ -143,6 +328,247 @@ mod linux {
             access &= AccessFs::from_file(ABI_REQ);
         }
         PathBeneath::new(fd, access)
+    }
+
+    fn open_grant(path: &Path, write: bool) -> PathBeneath<OwnedFd> {
+        let fd = open_path(path, "grant path");
+        grant_rule(fd, write, format_args!("grant path {}", path.display()))
+    }
+
+    /// How the command is kept from host daemons (Unix sockets) and from other
+    /// processes (signals) on this kernel. One decision shared by the run
+    /// modes and `--isolation`, so what is reported is what is done.
+    #[derive(Clone, Copy)]
+    struct Plan {
+        abi: ABI,
+        /// Landlock scopes (ABI 6): abstract sockets and signals stay inside.
+        scoped: bool,
+        /// Landlock resolve_unix (ABI 9): pathname sockets only where
+        /// `--allow-socket` grants them.
+        resolve_unix: bool,
+        /// The seccomp filter: no AF_UNIX socket can be created at all.
+        seccomp: bool,
+    }
+
+    /// The Landlock ABI the crate uses on this kernel (Unsupported without
+    /// Landlock). A `RestrictSelf` with no flags and without no_new_privs only
+    /// reads the version: apply() skips every other syscall.
+    fn kernel_abi() -> ABI {
+        let status = RestrictSelf::default()
+            .no_new_privs(false)
+            .apply()
+            .or_fail("cannot query the Landlock ABI");
+        status.landlock.into()
+    }
+
+    fn plan(abi: ABI, allow_sockets: bool) -> Result<Plan, String> {
+        let resolve_unix = abi >= ABI::V9;
+        // Without resolve_unix the filter cannot tell one path from another,
+        // so any --allow-socket leaves every pathname socket open (the caller
+        // reports that gap from --isolation).
+        let seccomp = !resolve_unix && !allow_sockets;
+        if seccomp && !filter::SUPPORTED {
+            return Err(format!(
+                "cannot confine Unix sockets: Landlock ABI {} has no resolve_unix and there is no seccomp filter for {}",
+                abi_number(abi),
+                std::env::consts::ARCH
+            ));
+        }
+        Ok(Plan {
+            abi,
+            scoped: abi >= ABI::V6,
+            resolve_unix,
+            seccomp,
+        })
+    }
+
+    fn abi_number(abi: ABI) -> u32 {
+        abi as u32
+    }
+
+    impl Plan {
+        /// The `--isolation` lines, exactly.
+        fn facts(&self) -> [String; 4] {
+            let pick =
+                |cases: &[(bool, &'static str)]| cases.iter().find(|c| c.0).map_or("open", |c| c.1);
+            [
+                format!("abi {}", abi_number(self.abi)),
+                format!("signals {}", pick(&[(self.scoped, "scoped")])),
+                format!(
+                    "abstract-sockets {}",
+                    pick(&[(self.scoped, "scoped"), (self.seccomp, "seccomp")])
+                ),
+                format!(
+                    "pathname-sockets {}",
+                    pick(&[(self.resolve_unix, "landlock"), (self.seccomp, "seccomp")])
+                ),
+            ]
+        }
+    }
+
+    /// Builds and enforces the ruleset: the filesystem rules when `fs_rules`
+    /// is given (run mode), none in close-fds mode; in both the socket and
+    /// signal isolation of `plan`. Fails unless it is really enforced.
+    fn restrict(
+        plan: &Plan,
+        fs_rules: Option<Vec<PathBeneath<OwnedFd>>>,
+        sockets: Vec<OwnedFd>,
+    ) -> ABI {
+        let what = "cannot create the Landlock ruleset";
+        let mut ruleset = Ruleset::default();
+        if fs_rules.is_some() {
+            ruleset = ruleset
+                .handle_access(AccessFs::from_all(ABI_REQ))
+                .or_fail(what);
+        }
+        // What the plan promises (and --isolation reported) must be enforced,
+        // never dropped silently by best effort.
+        ruleset = ruleset.set_compatibility(CompatLevel::HardRequirement);
+        if plan.resolve_unix {
+            ruleset = ruleset.handle_access(AccessFs::ResolveUnix).or_fail(what);
+        }
+        if plan.scoped {
+            ruleset = ruleset
+                .scope(Scope::AbstractUnixSocket | Scope::Signal)
+                .or_fail(what);
+        }
+        let mut ruleset = ruleset
+            .set_compatibility(CompatLevel::BestEffort)
+            .create()
+            .or_fail(what);
+        for rule in fs_rules.into_iter().flatten() {
+            ruleset = ruleset.add_rule(rule).or_fail("cannot add a Landlock rule");
+        }
+        // Below ABI 9 the socket paths were only checked to exist: nothing
+        // handles resolve_unix, so a rule for it would mean nothing.
+        if plan.resolve_unix {
+            for fd in sockets {
+                let rule = PathBeneath::new(fd, AccessFs::ResolveUnix);
+                ruleset = ruleset
+                    .add_rule(rule)
+                    .or_fail("cannot add a Landlock socket rule");
+            }
+        }
+        let status = ruleset.restrict_self().or_fail("cannot restrict");
+        // Best effort silently enforces nothing on a kernel without Landlock;
+        // that must be a failure here, never a run with a false promise.
+        if status.ruleset == RulesetStatus::NotEnforced {
+            fail("Landlock is not enforced (not built into this kernel, or disabled)");
+        }
+        if !status.no_new_privs {
+            fail("no_new_privs is not set");
+        }
+        match status.landlock {
+            LandlockStatus::Available { effective_abi, .. } => effective_abi,
+            _ => fail("Landlock is not available"),
+        }
+    }
+
+    /// The socket and signal isolation that follows the ruleset (or stands
+    /// alone in close-fds mode below ABI 6).
+    fn isolate(plan: &Plan) {
+        if plan.seccomp {
+            filter::install().or_fail("cannot install the seccomp socket filter");
+        }
+    }
+
+    /// Below Landlock ABI 9 the only way to keep the command from pathname
+    /// sockets outside (and, below ABI 6, abstract ones) is to let it create
+    /// no AF_UNIX socket at all. seccomp sees numbers, not paths, hence all or
+    /// nothing.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    mod filter {
+        use std::collections::BTreeMap;
+
+        use seccompiler::{
+            BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+            SeccompFilter, SeccompRule, TargetArch,
+        };
+
+        pub const SUPPORTED: bool = true;
+
+        // The filter's first instructions compare seccomp_data.arch with this
+        // architecture and KILL the process on a mismatch (seccompiler's
+        // build_arch_validation_sequence). That is what stops the 32-bit
+        // entry points, whose numbers differ and which have socketcall(2):
+        // `int 0x80` from an x86_64 process reports AUDIT_ARCH_I386, and an
+        // AArch32 task on arm64 AUDIT_ARCH_ARM; both die on their first
+        // syscall instead of reaching a socket. (Tested: the socketcall case
+        // in crates/stockade-cli/tests/landlock_run.rs.)
+        #[cfg(target_arch = "x86_64")]
+        const ARCH: TargetArch = TargetArch::x86_64;
+        #[cfg(target_arch = "aarch64")]
+        const ARCH: TargetArch = TargetArch::aarch64;
+
+        // x32 syscalls pass the arch check (they report AUDIT_ARCH_X86_64)
+        // but carry __X32_SYSCALL_BIT in the number, so each rule is repeated
+        // for that number too.
+        #[cfg(target_arch = "x86_64")]
+        const NUMBERINGS: &[i64] = &[0, 0x4000_0000];
+        #[cfg(target_arch = "aarch64")]
+        const NUMBERINGS: &[i64] = &[0];
+
+        /// The only socketpair types that cannot reach outside. A DGRAM pair
+        /// (SOCK_RAW is DGRAM for AF_UNIX) can still sendto() or connect() to
+        /// any pathname or abstract address, so it is refused like socket();
+        /// a STREAM or SEQPACKET pair is connected for good (EISCONN).
+        const PAIR_TYPES_KEPT: [u64; 2] = [libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
+        /// The kernel's SOCK_TYPE_MASK: the type bits below the flags
+        /// (SOCK_CLOEXEC, SOCK_NONBLOCK).
+        const SOCK_TYPE_MASK: u64 = 0xf;
+
+        fn err(e: impl std::fmt::Display) -> String {
+            e.to_string()
+        }
+
+        pub fn install() -> Result<(), String> {
+            // Dword: the domain and type are C ints; the kernel ignores the
+            // upper half of the register, so the filter must too.
+            let arg = |index, op, value| {
+                SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
+            };
+            let unix = || arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64);
+            let mut sockets = BTreeMap::new();
+            let mut uring = BTreeMap::new();
+            for &base in NUMBERINGS {
+                let socket = vec![SeccompRule::new(vec![unix()?]).map_err(err)?];
+                let mut pair = Vec::new();
+                for kind in (0..=SOCK_TYPE_MASK).filter(|t| !PAIR_TYPES_KEPT.contains(t)) {
+                    let kind = arg(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?;
+                    pair.push(SeccompRule::new(vec![unix()?, kind]).map_err(err)?);
+                }
+                sockets.insert(base | libc::SYS_socket, socket);
+                // (An empty chain would match every call, hence no entry.)
+                if !pair.is_empty() {
+                    sockets.insert(base | libc::SYS_socketpair, pair);
+                }
+                // An io_uring can create sockets (IORING_OP_SOCKET) where no
+                // filter sees the call; ENOSYS makes callers fall back.
+                uring.insert(base | libc::SYS_io_uring_setup, vec![]);
+            }
+            let eacces = SeccompAction::Errno(libc::EACCES as u32);
+            let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
+            // One match action per filter, hence two; filters stack.
+            for (rules, action) in [(sockets, eacces), (uring, enosys)] {
+                let filter =
+                    SeccompFilter::new(rules, SeccompAction::Allow, action, ARCH).map_err(err)?;
+                let program = BpfProgram::try_from(filter).map_err(err)?;
+                // Sets no_new_privs itself (already set by the ruleset).
+                seccompiler::apply_filter(&program).map_err(err)?;
+            }
+            Ok(())
+        }
+    }
+
+    /// No filter for other architectures: `plan` fails closed unless
+    /// `--allow-socket` (or ABI 9) makes it unnecessary.
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    mod filter {
+        pub const SUPPORTED: bool = false;
+
+        pub fn install() -> Result<(), String> {
+            Err(format!("no filter for {}", std::env::consts::ARCH))
+        }
     }
 
     /// Root must not be able to undo the confinement: with its capabilities it
@@ -245,30 +671,14 @@ mod linux {
     }
 
     /// Privileges and terminal first (so /dev/tty is still openable), then the
-    /// ruleset; returns the effective ABI.
-    fn confine(rules: Vec<PathBeneath<PathFd>>) -> ABI {
+    /// ruleset, then the seccomp filter (no_new_privs is set by then); returns
+    /// the effective ABI.
+    fn confine(plan: &Plan, rules: Vec<PathBeneath<OwnedFd>>, sockets: Vec<OwnedFd>) -> ABI {
         drop_capabilities();
         detach_terminal();
-        let mut ruleset = Ruleset::default()
-            .handle_access(AccessFs::from_all(ABI_REQ))
-            .and_then(Ruleset::create)
-            .or_fail("cannot create the Landlock ruleset");
-        for rule in rules {
-            ruleset = ruleset.add_rule(rule).or_fail("cannot add a Landlock rule");
-        }
-        let status = ruleset.restrict_self().or_fail("cannot restrict");
-        // Best effort silently enforces nothing on a kernel without Landlock;
-        // that must be a failure here, never a run with a false promise.
-        if status.ruleset == RulesetStatus::NotEnforced {
-            fail("Landlock is not enforced (not built into this kernel, or disabled)");
-        }
-        if !status.no_new_privs {
-            fail("no_new_privs is not set");
-        }
-        match status.landlock {
-            LandlockStatus::Available { effective_abi, .. } => effective_abi,
-            _ => fail("Landlock is not available"),
-        }
+        let abi = restrict(plan, Some(rules), sockets);
+        isolate(plan);
+        abi
     }
 
     /// A descriptor inherited without O_CLOEXEC (our caller's parent's
@@ -306,18 +716,65 @@ mod linux {
         }
     }
 
-    fn run(grants: &[(PathBuf, bool)], argv: &[OsString]) -> ! {
-        let rules = grants.iter().map(|(p, w)| open_grant(p, *w)).collect();
+    fn run(opts: &Opts, argv: &[OsString]) -> ! {
+        // Inherited descriptors first: until this process opens something
+        // itself, a number that is open is one the caller passed.
+        let mut rules = Vec::new();
+        for (grant, write) in &opts.grants {
+            if let Grant::Fd(n) = *grant {
+                let option = if *write { "--rw-fd" } else { "--ro-fd" };
+                let fd = take_inherited_fd(option, n).unwrap_or_else(|why| usage(why));
+                rules.push(grant_rule(fd, *write, format_args!("grant descriptor {n}")));
+            }
+        }
+        for (grant, write) in &opts.grants {
+            if let Grant::Path(path) = grant {
+                rules.push(open_grant(path, *write));
+            }
+        }
+        let sockets = open_sockets(&opts.sockets);
+        let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
         // Below ABI 3 truncate(2) is not handled: files outside the grants can
         // still be truncated. Informational only; the caller decides.
-        if confine(rules) < ABI::V3 {
+        if confine(&plan, rules, sockets) < ABI::V3 {
             eprintln!("{PARTIAL}");
         }
         exec(argv)
     }
 
+    /// Checked to exist in every mode, so a typo fails the same on every
+    /// kernel; they are rules only where resolve_unix is handled.
+    fn open_sockets(paths: &[PathBuf]) -> Vec<OwnedFd> {
+        paths.iter().map(|p| open_path(p, "socket path")).collect()
+    }
+
+    /// Inside bwrap: no filesystem rules (bwrap's mounts are the filesystem
+    /// policy), but the same socket and signal isolation. Below ABI 6 there is
+    /// nothing Landlock could add, so no ruleset at all.
+    fn close_fds(opts: &Opts, argv: &[OsString]) -> ! {
+        let sockets = open_sockets(&opts.sockets);
+        let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        if plan.scoped || plan.resolve_unix {
+            restrict(&plan, None, sockets);
+        }
+        isolate(&plan);
+        exec(argv)
+    }
+
+    fn isolation(sockets: &[PathBuf]) -> ! {
+        let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        for line in plan.facts() {
+            println!("{line}");
+        }
+        exit(0)
+    }
+
     fn exec(argv: &[OsString]) -> ! {
         close_inherited_fds();
+        // The last moment before the command: after a successful exec the
+        // close-on-exec channel is gone, so nothing the command does can add
+        // a record; if the exec fails, fail() appends the failure record.
+        report(&format!("{STARTED}\n"));
         let err = Command::new(&argv[0]).args(&argv[1..]).exec();
         fail(format_args!("cannot execute {:?}: {err}", argv[0]))
     }
@@ -408,7 +865,10 @@ mod linux {
             open_grant(Path::new("/"), false),
             open_grant(&dir.join("inside"), true),
         ];
-        let abi = confine(rules);
+        // The whole confinement, socket isolation included: the probe vouches
+        // for what a run does.
+        let plan = plan(kernel_abi(), false).unwrap_or_else(|why| fail(why));
+        let abi = confine(&plan, rules, Vec::new());
         let create = |p: PathBuf| OpenOptions::new().write(true).create_new(true).open(p);
         create(dir.join("inside/ok")).or_fail("the allowed write was refused");
         match create(dir.join("outside/escape")) {
@@ -424,12 +884,17 @@ mod linux {
 
     pub fn main() {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+        // The channel first, before anything else can fail or open a file.
+        if let Some(value) = status_fd_arg(&args) {
+            let _ = STATUS.set(take_status_fd(value));
+        }
         match parse(&args) {
-            Ok(Cmd::Run(grants, argv)) => run(&grants, &argv),
+            Ok(Cmd::Run(opts, argv)) => run(&opts, &argv),
+            Ok(Cmd::CloseFds(opts, argv)) => close_fds(&opts, &argv),
+            Ok(Cmd::Isolation(sockets)) => isolation(&sockets),
             Ok(Cmd::Probe) => probe(),
             Ok(Cmd::ProbeChild(dir)) => probe_child(&dir),
-            Ok(Cmd::CloseFds(argv)) => exec(&argv),
-            Err(why) => fail(format_args!("{USAGE} ({why})")),
+            Err(why) => usage(why),
         }
     }
 }
