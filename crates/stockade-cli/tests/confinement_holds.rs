@@ -227,8 +227,14 @@ fn root_workspaces_and_relative_tmpdirs_are_never_granted() {
 #[test]
 fn runners_inside_a_writable_root_are_refused() {
     let base = base();
-    let bwrap = String::from_utf8(Command::new("sh").args(["-c", "command -v bwrap"]).output().unwrap().stdout)
-        .unwrap();
+    let bwrap = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v bwrap"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
     for who in users() {
         let state = owned_dir(&base, "state-", who);
         let ws = owned_dir(&base, "ws-", who);
@@ -260,13 +266,23 @@ fn runners_inside_a_writable_root_are_refused() {
                 let out = c.output().unwrap();
                 let err = text(&out.stderr);
                 assert_eq!(out.status.code(), Some(125), "{who:?} {mode}: {err}");
-                assert!(err.contains(&bin.join("bwrap").display().to_string()), "{err}");
+                assert!(
+                    err.contains(&bin.join("bwrap").display().to_string()),
+                    "{err}"
+                );
                 assert!(err.contains("writable root"), "{err}");
             }
             let mut c = command_as(who, stockade.as_os_str(), state.path());
-            c.args(["exec", "--backend", "landlock", "--mode", mode, "--workspace"])
-                .arg(ws.path())
-                .args(["--", "true"]);
+            c.args([
+                "exec",
+                "--backend",
+                "landlock",
+                "--mode",
+                mode,
+                "--workspace",
+            ])
+            .arg(ws.path())
+            .args(["--", "true"]);
             let out = c.output().unwrap();
             let err = text(&out.stderr);
             assert_eq!(out.status.code(), Some(125), "{who:?} {mode}: {err}");
@@ -295,12 +311,25 @@ echo "tried=$tried wrote=$wrote"
         for backend in backends() {
             let state = owned_dir(&base, "state-", who);
             let ws = owned_dir(&base, "ws-", who);
-            let out = exec(who, state.path(), backend, "read-only", ws.path(), script, &[]);
+            let out = exec(
+                who,
+                state.path(),
+                backend,
+                "read-only",
+                ws.path(),
+                script,
+                &[],
+            );
             let so = text(&out.stdout);
             let last = so.lines().last().unwrap_or_default().to_owned();
             eprintln!("{who:?} {backend}: {last}");
             assert!(last.starts_with("tried="), "{so} {}", text(&out.stderr));
-            let tried: usize = last["tried=".len()..].split(' ').next().unwrap().parse().unwrap();
+            let tried: usize = last["tried=".len()..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
             assert!(tried > 100, "{who:?} {backend}: walked too little: {last}");
             assert!(last.ends_with(" wrote=0"), "{who:?} {backend}: {so}");
         }
@@ -332,7 +361,11 @@ fn bwrap_masks_kernel_interfaces() {
         for line in so.lines().filter(|l| l.starts_with("/proc/")) {
             assert!(line.ends_with(" 0"), "{who:?}: not masked: {line}");
         }
-        assert_ne!(so.lines().last(), Some("0"), "{who:?}: /proc/sys not read-only: {so}");
+        assert_ne!(
+            so.lines().last(),
+            Some("0"),
+            "{who:?}: /proc/sys not read-only: {so}"
+        );
     }
 }
 
@@ -358,7 +391,8 @@ fn host_daemons_and_processes_are_out_of_reach() {
             let name = format!("stockade-test-{}-{backend}", std::process::id());
             let abs = {
                 use std::os::linux::net::SocketAddrExt;
-                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+                let addr =
+                    std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
                 let l = UnixListener::bind_addr(&addr).unwrap();
                 l.set_nonblocking(true).unwrap();
                 l
@@ -416,7 +450,15 @@ print(" ".join(out))
 
 fn git(ws: &Path, args: &[&str]) {
     let st = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "safe.directory=*", "-C"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "safe.directory=*",
+            "-C",
+        ])
         .arg(ws)
         .args(args)
         .stdout(Stdio::null())
@@ -445,7 +487,15 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
                 "mv .git .git-old",
                 "rm -rf .git/hooks",
             ] {
-                let out = exec(who, state.path(), "bwrap", "workspace-write", ws.path(), attack, &[]);
+                let out = exec(
+                    who,
+                    state.path(),
+                    "bwrap",
+                    "workspace-write",
+                    ws.path(),
+                    attack,
+                    &[],
+                );
                 assert!(!out.status.success(), "{who:?}: `{attack}` succeeded");
             }
             assert!(!ws.path().join(".git/hooks/post-commit").exists());
@@ -454,8 +504,21 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
                         echo b >> a.txt && g commit -qam two && g checkout -qb side && \
                         echo c >> a.txt && g stash -q && g stash pop -q && g checkout -q - && \
                         g branch -q topic && echo ok";
-            let out = exec(who, state.path(), "bwrap", "workspace-write", ws.path(), work, &[]);
-            assert_eq!(text(&out.stdout).trim(), "ok", "{who:?}: {}", text(&out.stderr));
+            let out = exec(
+                who,
+                state.path(),
+                "bwrap",
+                "workspace-write",
+                ws.path(),
+                work,
+                &[],
+            );
+            assert_eq!(
+                text(&out.stdout).trim(),
+                "ok",
+                "{who:?}: {}",
+                text(&out.stderr)
+            );
         }
         let mut c = stockade_as(who, state.path());
         c.args(["exec", "--json", "--backend", "landlock", "--workspace"])
@@ -491,7 +554,10 @@ fn a_command_cannot_forge_a_runner_failure() {
             );
             let err = text(&out.stderr);
             assert_eq!(out.status.code(), Some(125), "{who:?} {backend}: {err}");
-            assert!(!err.contains("sandbox unavailable"), "{who:?} {backend}: {err}");
+            assert!(
+                !err.contains("sandbox unavailable"),
+                "{who:?} {backend}: {err}"
+            );
             if backend == "auto" {
                 assert!(
                     state.path().join("stockade/auto-verdict").exists(),
@@ -499,9 +565,17 @@ fn a_command_cannot_forge_a_runner_failure() {
                 );
             }
             let mut c = stockade_as(who, state.path());
-            c.args(["exec", "--json", "--backend", backend, "--mode", "read-only", "--workspace"])
-                .arg(ws.path())
-                .args(["--", "/bin/sh", "-c", "echo 'bwrap: x' >&2; exit 125"]);
+            c.args([
+                "exec",
+                "--json",
+                "--backend",
+                backend,
+                "--mode",
+                "read-only",
+                "--workspace",
+            ])
+            .arg(ws.path())
+            .args(["--", "/bin/sh", "-c", "echo 'bwrap: x' >&2; exit 125"]);
             let out = c.output().unwrap();
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["result"]["sandbox"]["runner_failed"], false, "{v}");

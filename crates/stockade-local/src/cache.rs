@@ -14,9 +14,12 @@ use std::path::Path;
 
 use crate::Backend;
 
+#[cfg(any(target_os = "linux", test))]
 const FILE: &str = "auto-verdict";
+#[cfg(any(target_os = "linux", test))]
 const MAGIC: &str = "stockade-verdict-v1";
 
+#[cfg(any(target_os = "linux", test))]
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     let mut s = String::with_capacity(bytes.len() * 2);

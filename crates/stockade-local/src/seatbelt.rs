@@ -232,6 +232,8 @@ pub fn seatbelt_rules() -> Vec<RunnerFailureRule> {
 
 /// The confined argv and its dialect; `runner` is the selection's, which is
 /// always [`SANDBOX_EXEC`].
+// Only the Unix confine path reaches Seatbelt (it runs on macOS alone).
+#[cfg_attr(not(unix), allow(dead_code))]
 pub(crate) fn confine(
     runner: &Path,
     host: &dyn Host,

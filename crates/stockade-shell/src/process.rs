@@ -166,7 +166,6 @@ mod fds {
     use std::path::PathBuf;
 
     use command_fds::{CommandFdExt, FdMapping};
-    use rustix::pipe::{PipeFlags, pipe_with};
     use tokio::io::AsyncReadExt;
     use tokio::net::unix::pipe::Receiver;
     use tokio::process::Command;
@@ -222,11 +221,14 @@ mod fds {
         }
         let mut reader = None;
         if let Some(channel) = status {
-            let (rx, tx) =
-                pipe_with(PipeFlags::CLOEXEC).map_err(|e| start_error(launch, e.into()))?;
-            reader = Some(Receiver::from_owned_fd(rx).map_err(|e| start_error(launch, e))?);
+            // std's pipe is close-on-exec on every Unix (pipe2 where the
+            // OS has it), so no other child inherits either end.
+            let (rx, tx) = std::io::pipe().map_err(|e| start_error(launch, e))?;
+            reader = Some(
+                Receiver::from_owned_fd(rx.into()).map_err(|e| start_error(launch, e))?,
+            );
             mappings.push(FdMapping {
-                parent_fd: tx,
+                parent_fd: tx.into(),
                 child_fd: channel.child_fd,
             });
         }
