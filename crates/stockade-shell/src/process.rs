@@ -224,9 +224,7 @@ mod fds {
             // std's pipe is close-on-exec on every Unix (pipe2 where the
             // OS has it), so no other child inherits either end.
             let (rx, tx) = std::io::pipe().map_err(|e| start_error(launch, e))?;
-            reader = Some(
-                Receiver::from_owned_fd(rx.into()).map_err(|e| start_error(launch, e))?,
-            );
+            reader = Some(Receiver::from_owned_fd(rx.into()).map_err(|e| start_error(launch, e))?);
             mappings.push(FdMapping {
                 parent_fd: tx.into(),
                 child_fd: channel.child_fd,
