@@ -358,6 +358,15 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
                 facts.push_str(&format!(" runner={}", r.display()));
             }
             println!("{:<10} {state}{facts}\n           {}", b.backend, b.detail);
+            for p in &b.protections {
+                println!("           {}: {}", p.name, p.state);
+            }
+            for g in &b.gaps {
+                println!("           gap {}: {}", g.name, g.detail);
+            }
+        }
+        if let Some(note) = &report.tmpdir {
+            println!("$TMPDIR: {note}");
         }
         match report.auto_selects {
             Some(b) => println!("auto selects: {b}"),
