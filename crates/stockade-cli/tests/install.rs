@@ -14,7 +14,13 @@ fn cargo_install_ships_a_working_launcher() {
     // A target dir of its own (cargo test holds the main one's lock); kept
     // under the target tmpdir so a reused target dir makes this fast.
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("install-target");
-    let root = tempfile::tempdir().unwrap();
+    // Installed outside every writable root: a launcher under /tmp is one a
+    // confined command could replace, and stockade refuses it.
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let root = tempfile::Builder::new()
+        .prefix("install-root-")
+        .tempdir_in(&base)
+        .unwrap();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(&repo)
@@ -52,7 +58,6 @@ fn cargo_install_ships_a_working_launcher() {
     // installed executable.
     // Outside every writable root: not under /tmp or $TMPDIR (a target dir
     // may well live under /tmp).
-    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let ws = tempfile::Builder::new().tempdir_in(base).unwrap();
     let stockade = || {
         let mut c = Command::new(bin.join("stockade"));
