@@ -582,3 +582,84 @@ fn a_command_cannot_forge_a_runner_failure() {
         }
     }
 }
+
+/// Channel 7: the closer's own failure inside bwrap (and the launcher's
+/// under Landlock) is a runner failure: exit 125, nothing ran, the reason
+/// named.
+#[test]
+fn a_runner_failure_is_still_reported_as_one() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let marker = ws.path().join("ran");
+            let mut c = stockade_as(who, state.path());
+            c.args(["exec", "--backend", backend, "--allow-socket"])
+                .arg(ws.path().join("no-such.sock"))
+                .arg("--workspace")
+                .arg(ws.path())
+                .args(["--", "/bin/sh", "-c", "touch \"$1\"", "sh"])
+                .arg(&marker);
+            let out = c.output().unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{who:?} {backend}: {err}");
+            assert!(
+                err.contains("sandbox unavailable"),
+                "{who:?} {backend}: {err}"
+            );
+            assert!(err.contains("no-such.sock"), "{who:?} {backend}: {err}");
+            assert!(!marker.exists(), "{who:?} {backend}: the command ran");
+        }
+    }
+}
+
+/// `probe --json` names the protections, the gaps, and why a relative
+/// `$TMPDIR` is not granted.
+#[test]
+fn probe_names_protections_gaps_and_a_refused_tmpdir() {
+    let base = base();
+    let state = owned_dir(&base, "state-", Who::Me);
+    let mut c = stockade_as(Who::Me, state.path());
+    c.args(["probe", "--json"]).env("TMPDIR", ".");
+    let out = c.output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["tmpdir"].as_str().unwrap().contains("not granted"), "{v}");
+    for b in v["backends"].as_array().unwrap() {
+        if b["usable"] != true {
+            continue;
+        }
+        let names: Vec<&str> = b["protections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        for want in [
+            "writable-roots",
+            "procfs",
+            "signals",
+            "unix-sockets",
+            "abstract-sockets",
+            "git",
+        ] {
+            assert!(
+                names.contains(&want),
+                "{}: {want} missing: {b}",
+                b["backend"]
+            );
+        }
+        if b["backend"] == "landlock" {
+            let gaps: Vec<&str> = b["gaps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["name"].as_str().unwrap())
+                .collect();
+            assert!(
+                gaps.contains(&"metadata") && gaps.contains(&"protected-paths"),
+                "{b}"
+            );
+        }
+    }
+}
