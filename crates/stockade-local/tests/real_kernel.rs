@@ -366,3 +366,76 @@ fn descriptors_inherited_without_cloexec_cannot_be_written_through() {
         );
     }
 }
+
+/// The grant is the held directory, not its path: a workspace swapped for a
+/// symlink to a sibling AFTER confine and BEFORE the runner starts still
+/// has the command write into the directory that was held (now at its new
+/// name), never into what the path names; the next confine fails closed.
+#[test]
+fn a_swap_between_confine_and_spawn_never_redirects_the_grant() {
+    for backend in BACKENDS {
+        let Some(p) = provider(backend) else { continue };
+        let s = scratch();
+        let argv: Vec<OsString> = vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "echo x > \"$1/f\"".into(),
+            "sh".into(),
+            s.ws.clone().into_os_string(),
+        ];
+        let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &s.ws);
+        let c = p.confine(&argv, &policy).unwrap();
+        let moved = s.ws.with_file_name("ws-moved");
+        fs::rename(&s.ws, &moved).unwrap();
+        symlink(&s.outside, &s.ws).unwrap();
+        let out = stockade_testkit::run_confined(&c, Path::new("/"));
+        assert!(
+            fs::read_dir(&s.outside).unwrap().next().is_none(),
+            "{backend}: the write followed the swapped path"
+        );
+        let e = p.confine(&argv, &policy).unwrap_err();
+        assert!(e.to_string().contains("no longer names"), "{backend}: {e}");
+        // bwrap cannot mount the held directory over a symlink into a
+        // read-only place: the runner fails and nothing runs. Landlock
+        // grants it by descriptor, so the path (now the symlink) is simply
+        // not writable and the command's write is denied.
+        match backend {
+            BackendPreference::Bwrap => {
+                assert_ne!(out.status, RunnerStatus::Started, "{:?}", out.output);
+            }
+            _ => {
+                assert_eq!(out.status, RunnerStatus::Started, "{:?}", out.output);
+                assert!(!out.output.status.success());
+            }
+        }
+        assert!(!moved.join("f").exists(), "{backend}: {:?}", out.output);
+    }
+}
+
+/// bwrap binds the workspace repository's hooks and config read-only.
+#[test]
+fn bwrap_keeps_git_hooks_and_config_read_only() {
+    let Some(p) = provider(BackendPreference::Bwrap) else {
+        return;
+    };
+    let s = scratch();
+    let st = Command::new("git")
+        .arg("init")
+        .arg("-q")
+        .arg(&s.ws)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for target in [".git/hooks/post-commit", ".git/config"] {
+        let out = write(&p, ConfiningMode::WorkspaceWrite, &s.ws, &s.ws.join(target));
+        assert!(denied(&out, BackendPreference::Bwrap), "{target}: {out:?}");
+    }
+    assert!(!s.ws.join(".git/hooks/post-commit").exists());
+    let out = write(
+        &p,
+        ConfiningMode::WorkspaceWrite,
+        &s.ws,
+        &s.ws.join(".git/COMMIT_EDITMSG"),
+    );
+    assert!(out.status.success(), "{out:?}");
+}
