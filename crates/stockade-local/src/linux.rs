@@ -5,7 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -205,20 +205,11 @@ impl Host for LinuxHost {
             match path {
                 None => key.extend_from_slice(b"absent"),
                 Some(p) => {
-                    let m = fs::metadata(p).ok()?;
+                    // The same stamp a selection checks its runners by.
+                    let stamp = crate::confine::stamp(p)?;
                     key.extend_from_slice(p.as_os_str().as_bytes());
-                    key.extend_from_slice(
-                        format!(
-                            ":{}:{}:{}:{}.{}:{:o}",
-                            m.dev(),
-                            m.ino(),
-                            m.size(),
-                            m.mtime(),
-                            m.mtime_nsec(),
-                            m.mode()
-                        )
-                        .as_bytes(),
-                    );
+                    key.push(b':');
+                    key.extend_from_slice(stamp.as_bytes());
                 }
             }
         }
