@@ -44,6 +44,14 @@ pub fn git_protected(
     let Some((top, dotgit)) = find_dotgit(workspace.path()) else {
         return Ok(Vec::new());
     };
+    // A `.git` another user left above the workspace (say `/tmp/.git`) is
+    // not this repository (git itself refuses it as dubious ownership), and
+    // must not let that user make every run fail.
+    let owner = workspace.file().metadata().map(|m| m.uid()).ok();
+    let dotgit_owner = std::fs::symlink_metadata(&dotgit).map(|m| m.uid()).ok();
+    if owner.is_none() || owner != dotgit_owner {
+        return Ok(Vec::new());
+    }
     let mut out: Vec<Protected> = Vec::new();
     let meta = std::fs::symlink_metadata(&dotgit).map_err(|source| RootError::Protect {
         path: dotgit.clone(),

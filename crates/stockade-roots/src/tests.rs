@@ -270,3 +270,26 @@ fn a_symlinked_hooks_dir_is_refused() {
     let err = git_protected(&held, std::slice::from_ref(&ws)).unwrap_err();
     assert!(matches!(err, RootError::ProtectedSymlink { .. }), "{err}");
 }
+
+#[test]
+fn a_dot_git_of_another_owner_above_the_workspace_is_not_this_repository() {
+    if !running_as_root() {
+        return;
+    }
+    let d = tmp();
+    let root = real(d.path());
+    let ws = root.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    // Planted by someone else: a symlink that would otherwise be refused.
+    symlink("/etc", root.join(".git")).unwrap();
+    std::os::unix::fs::lchown(root.join(".git"), Some(65534), Some(65534)).unwrap();
+    let pins = RootPins::without_temp_roots();
+    let held = pins.workspace(&ws).unwrap();
+    assert!(git_protected(&held, &[root]).unwrap().is_empty());
+}
+
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
