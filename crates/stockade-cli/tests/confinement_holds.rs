@@ -663,3 +663,52 @@ fn probe_names_protections_gaps_and_a_refused_tmpdir() {
         }
     }
 }
+
+/// Channel 3: the `auto` verdict cache is never kept where a confined run
+/// could write it, and a cache directory replaced by a symlink makes
+/// stockade create or delete nothing where it points.
+#[test]
+fn the_verdict_cache_stays_out_of_reach() {
+    let base = base();
+    for who in users() {
+        let ws = owned_dir(&base, "ws-", who);
+        // Under /tmp: a writable root of every workspace-write run.
+        let state = owned_dir(Path::new("/tmp"), "stockade-state-", who);
+        let out = exec(
+            who,
+            state.path(),
+            "auto",
+            "read-only",
+            ws.path(),
+            "true",
+            &[],
+        );
+        assert!(out.status.success(), "{who:?}: {}", text(&out.stderr));
+        assert!(
+            !state.path().join("stockade").exists(),
+            "{who:?}: a verdict was kept under /tmp"
+        );
+        // Outside every root, but the cache dir is a symlink elsewhere.
+        let state = owned_dir(&base, "state-", who);
+        let elsewhere = owned_dir(&base, "elsewhere-", who);
+        fs::write(elsewhere.path().join("auto-verdict"), "victim").unwrap();
+        symlink(elsewhere.path(), state.path().join("stockade")).unwrap();
+        for script in ["true", "exit 0"] {
+            let out = exec(
+                who,
+                state.path(),
+                "auto",
+                "read-only",
+                ws.path(),
+                script,
+                &[],
+            );
+            assert!(out.status.success(), "{who:?}: {}", text(&out.stderr));
+        }
+        assert_eq!(entries(elsewhere.path()), [OsString::from("auto-verdict")]);
+        assert_eq!(
+            fs::read_to_string(elsewhere.path().join("auto-verdict")).unwrap(),
+            "victim"
+        );
+    }
+}
