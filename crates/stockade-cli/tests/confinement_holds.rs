@@ -712,3 +712,36 @@ fn the_verdict_cache_stays_out_of_reach() {
         );
     }
 }
+
+/// Channel 2: a runner reachable only through a relative `PATH` entry is
+/// never run, and the refusal names the entry.
+#[test]
+fn a_runner_on_a_relative_path_entry_is_refused() {
+    if !backends().contains(&"bwrap") {
+        return;
+    }
+    let base = base();
+    let state = owned_dir(&base, "state-", Who::Me);
+    let ws = owned_dir(&base, "ws-", Who::Me);
+    let bin = ws.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v bwrap"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    fs::copy(real.trim(), bin.join("bwrap")).unwrap();
+    let mut c = stockade_as(Who::Me, state.path());
+    c.env("PATH", "bin")
+        .args(["exec", "--backend", "bwrap", "--workspace"])
+        .arg(ws.path())
+        .args(["--", "/bin/true"])
+        .current_dir(ws.path());
+    let out = c.output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("relative entry bin"), "{err}");
+}

@@ -29,12 +29,31 @@ fn is_executable_file(p: &Path) -> bool {
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Only absolute `PATH` entries count: a relative one (`.`, `node_modules/.bin`)
+/// names a different directory wherever stockade runs, typically one a
+/// confined command can write.
 fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|d| d.is_absolute())
         .map(|d| d.join(name))
         .find(|p| is_executable_file(p))
+}
+
+/// Why `name` was not found on `PATH`, naming a relative entry that has it.
+fn not_on_path(name: &str) -> String {
+    let relative = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .filter(|d| !d.is_absolute())
+            .find(|d| is_executable_file(&d.join(name)))
+    });
+    match relative {
+        Some(d) => format!(
+            "{name} not found on PATH: only through the relative entry {}, which is refused (it names a different directory wherever a command runs)",
+            d.display()
+        ),
+        None => format!("{name} not found on PATH"),
+    }
 }
 
 fn explicit(p: &Path, what: &str) -> Result<PathBuf, String> {
@@ -53,7 +72,7 @@ impl Host for LinuxHost {
         match backend {
             Backend::Bwrap => match &s.bwrap_path {
                 Some(p) => explicit(p, "bwrap_path"),
-                None => find_on_path("bwrap").ok_or_else(|| "bwrap not found on PATH".to_owned()),
+                None => find_on_path("bwrap").ok_or_else(|| not_on_path("bwrap")),
             },
             // Next to the running executable first: that is the copy built and
             // installed with it.
