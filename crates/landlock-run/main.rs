@@ -20,7 +20,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use std::ffi::OsString;
+    use std::ffi::{OsStr, OsString};
     use std::fmt::Display;
     use std::fs::{self, DirBuilder, OpenOptions};
     use std::io::{self, Read};
@@ -47,7 +47,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH]... [--status-fd N] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -104,6 +104,11 @@ mod linux {
         grants: Vec<(Grant, bool)>,
         sockets: Vec<PathBuf>,
         status_fd: Option<RawFd>,
+        /// `--setenv NAME=VALUE`: set for the command only. The caller
+        /// starts this launcher without the loader's variables (LD_PRELOAD,
+        /// LD_LIBRARY_PATH, ...), which could name a library a confined run
+        /// wrote, and hands them back here for the command.
+        env: Vec<(OsString, OsString)>,
     }
 
     enum Cmd {
@@ -119,13 +124,14 @@ mod linux {
     }
 
     /// Every option that takes a value, in every mode.
-    const VALUED: [&[u8]; 6] = [
+    const VALUED: [&[u8]; 7] = [
         b"--ro",
         b"--rw",
         b"--ro-fd",
         b"--rw-fd",
         b"--allow-socket",
         b"--status-fd",
+        b"--setenv",
     ];
 
     /// Arguments stay `OsString` end to end: a lossy conversion would silently
@@ -145,8 +151,8 @@ mod linux {
                 }
             }
             Some(b"--close-fds") => {
-                let only = "--close-fds takes only --status-fd N, --allow-socket PATH and -- ARGV";
-                let allowed: [&[u8]; 2] = [b"--status-fd", b"--allow-socket"];
+                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE and -- ARGV";
+                let allowed: [&[u8]; 3] = [b"--status-fd", b"--allow-socket", b"--setenv"];
                 let (opts, argv) = options(&args[1..], &allowed, only)?;
                 Ok(Cmd::CloseFds(opts, argv.ok_or("missing -- before ARGV")?))
             }
@@ -196,6 +202,16 @@ mod linux {
                     .grants
                     .push((Grant::Path(PathBuf::from(value)), name == b"--rw")),
                 b"--allow-socket" => opts.sockets.push(PathBuf::from(value)),
+                b"--setenv" => {
+                    let bytes = value.as_bytes();
+                    match bytes.iter().position(|b| *b == b'=') {
+                        Some(eq) if eq > 0 => opts.env.push((
+                            OsString::from(OsStr::from_bytes(&bytes[..eq])),
+                            OsString::from(OsStr::from_bytes(&bytes[eq + 1..])),
+                        )),
+                        _ => return Err(format!("--setenv needs NAME=VALUE, not {value:?}")),
+                    }
+                }
                 _ => {
                     let n = fd_number(&shown, value)?;
                     // Each descriptor gets exactly one owner (see take_inherited_fd).
@@ -739,7 +755,7 @@ mod linux {
         if confine(&plan, rules, sockets) < ABI::V3 {
             eprintln!("{PARTIAL}");
         }
-        exec(argv)
+        exec(argv, &opts.env)
     }
 
     /// Checked to exist in every mode, so a typo fails the same on every
@@ -758,7 +774,7 @@ mod linux {
             restrict(&plan, None, sockets);
         }
         isolate(&plan);
-        exec(argv)
+        exec(argv, &opts.env)
     }
 
     fn isolation(sockets: &[PathBuf]) -> ! {
@@ -769,13 +785,16 @@ mod linux {
         exit(0)
     }
 
-    fn exec(argv: &[OsString]) -> ! {
+    fn exec(argv: &[OsString], env: &[(OsString, OsString)]) -> ! {
         close_inherited_fds();
         // The last moment before the command: after a successful exec the
         // close-on-exec channel is gone, so nothing the command does can add
         // a record; if the exec fails, fail() appends the failure record.
         report(&format!("{STARTED}\n"));
-        let err = Command::new(&argv[0]).args(&argv[1..]).exec();
+        let err = Command::new(&argv[0])
+            .args(&argv[1..])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .exec();
         fail(format_args!("cannot execute {:?}: {err}", argv[0]))
     }
 

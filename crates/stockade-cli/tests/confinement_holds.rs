@@ -745,3 +745,90 @@ fn a_runner_on_a_relative_path_entry_is_refused() {
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(err.contains("relative entry bin"), "{err}");
 }
+
+/// Channel 2: the runner is not only its file but what the loader makes it
+/// load. A library a confined run planted where `LD_PRELOAD` (or
+/// `LD_LIBRARY_PATH`) points must never run unconfined inside the next
+/// run's runner; the command still gets the variable.
+#[test]
+fn a_planted_library_never_loads_into_the_runner() {
+    let cc = ["cc", "gcc"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok());
+    if !stockade_testkit::require("a C compiler (cc)", cc.is_some()) {
+        return;
+    }
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let outside = owned_dir(&base, "outside-", who);
+            // What a confined run could have written into its workspace.
+            let src = ws.path().join("evil.c");
+            fs::write(
+                &src,
+                r#"#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void) {
+    const char *dir = getenv("PLANTED_OUT");
+    if (!dir) return;
+    char comm[64] = "unknown";
+    int c = open("/proc/self/comm", O_RDONLY);
+    if (c >= 0) {
+        ssize_t n = read(c, comm, sizeof comm - 1);
+        comm[n > 0 ? n - 1 : 0] = 0;
+        close(c);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/pwned-%s-%d", dir, comm, (int)getpid());
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) close(fd);
+}
+"#,
+            )
+            .unwrap();
+            let lib = ws.path().join("evil.so");
+            let st = Command::new(cc.unwrap())
+                .args(["-shared", "-fPIC", "-o"])
+                .arg(&lib)
+                .arg(&src)
+                .status()
+                .unwrap();
+            assert!(st.success());
+            chown_tree(ws.path(), who);
+            let mut c = stockade_as(who, state.path());
+            c.env("LD_PRELOAD", &lib)
+                .env("PLANTED_OUT", outside.path())
+                .args(["exec", "--backend", backend, "--workspace"])
+                .arg(ws.path())
+                .args(["--", "/bin/sh", "-c", "echo \"$LD_PRELOAD\""]);
+            let out = c.output().unwrap();
+            assert!(
+                out.status.success(),
+                "{who:?} {backend}: {}",
+                text(&out.stderr)
+            );
+            assert_eq!(text(&out.stdout).trim(), lib.display().to_string());
+            // stockade (and setpriv) were started with it too, a test
+            // artefact: in real use the library appears after they started.
+            // No runner may have loaded it.
+            let markers: Vec<String> = entries(outside.path())
+                .iter()
+                .map(|e| e.to_string_lossy().into_owned())
+                .collect();
+            assert!(
+                markers.iter().any(|m| m.contains("stockade")),
+                "{who:?} {backend}: the planted library never loaded at all: {markers:?}"
+            );
+            assert!(
+                !markers
+                    .iter()
+                    .any(|m| m.contains("bwrap") || m.contains("landlock-run")),
+                "{who:?} {backend}: a runner loaded the planted library: {markers:?}"
+            );
+        }
+    }
+}

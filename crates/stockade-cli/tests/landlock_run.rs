@@ -457,7 +457,7 @@ fn grammar_failures_exit_125_with_one_line() {
     failure_case(&with_touch(&["--close-fds"]));
     failure_case(&["--close-fds", "--"]);
     let out = failure_case(&[]);
-    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH]... [--status-fd N] -- ARGV...";
+    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] -- ARGV...";
     assert!(
         text(&out.stderr).starts_with(usage),
         "{}",
@@ -1357,4 +1357,39 @@ fn procfs_and_sysfs_cannot_be_written() {
         "opened for writing: {}",
         text(&out.stderr)
     );
+}
+
+/// `--setenv` sets a variable for the command only, in both modes, and a
+/// malformed pair is a usage failure.
+#[test]
+fn setenv_reaches_the_command_only() {
+    let bin = env!("CARGO_BIN_EXE_landlock-run");
+    for mode in [vec!["--ro", "/", "--rw", "/dev/null"], vec!["--close-fds"]] {
+        let out = std::process::Command::new(bin)
+            .args(&mode)
+            .args([
+                "--setenv",
+                "LD_LIBRARY_PATH=/a:/b",
+                "--setenv",
+                "X=y=z",
+                "--",
+            ])
+            .args([
+                "/bin/sh",
+                "-c",
+                "printf '%s %s' \"$LD_LIBRARY_PATH\" \"$X\"",
+            ])
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "/a:/b y=z", "{out:?}");
+    }
+    for bad in ["=x", "NOEQUALS"] {
+        let out = std::process::Command::new(bin)
+            .args(["--ro", "/", "--setenv", bad, "--", "/bin/true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--setenv needs NAME=VALUE"));
+    }
 }

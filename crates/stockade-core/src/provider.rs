@@ -36,6 +36,13 @@ pub struct Confined {
     pub status: Option<StatusChannel>,
     /// What this backend does NOT govern on this host, by name.
     pub gaps: Vec<Gap>,
+    /// Variables the runner must start without: the dynamic loader's
+    /// (`LD_PRELOAD`, `LD_LIBRARY_PATH`, ...), which could name a library a
+    /// confined run wrote and so run it unconfined inside the runner. The
+    /// runner hands the inherited values back to the command (`argv` says
+    /// how); a spawner refuses a request that sets one of them itself
+    /// rather than drop it.
+    pub runner_env_remove: Vec<std::ffi::OsString>,
 }
 
 /// One open descriptor handed to the child at `child_fd`. The spawner maps a

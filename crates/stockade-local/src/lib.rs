@@ -644,6 +644,9 @@ impl LocalProvider {
                 pass_fds: prepared.pass_fds,
                 status: None,
                 gaps: vec![],
+                // An operator runner is asserted, not ours: it gets the
+                // environment as it is.
+                runner_env_remove: vec![],
             });
         }
         let sel = self.selected_guarding(&guards)?;
@@ -656,7 +659,7 @@ impl LocalProvider {
             SelectedBackend::Linux(b) => b,
         };
         confine::check_runners(sel, &guards)?;
-        let prepared = confine::prepare(
+        let mut prepared = confine::prepare(
             &self.pins,
             self.host_facts(),
             policy,
@@ -664,6 +667,8 @@ impl LocalProvider {
             sel.fd_closer.as_deref(),
             &self.settings.allow_sockets,
         )?;
+        let (runner_env_remove, command_env) = profile::loader_env(std::env::vars_os());
+        prepared.profile.command_env = command_env;
         let runner = sel.runner.as_os_str();
         let (args, denial) = match backend {
             Backend::Bwrap => (
@@ -691,6 +696,7 @@ impl LocalProvider {
                 self.host_facts().landlock_abi,
                 &self.settings.allow_sockets,
             ),
+            runner_env_remove,
         })
     }
 }

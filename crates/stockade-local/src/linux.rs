@@ -256,6 +256,11 @@ fn run_bounded(
         }])
         .map_err(|e| format!("cannot hand the probe workspace to {shown}: {e}"))?;
     }
+    // The probe's runners start without the loader's variables, as every
+    // run's do (a probe command needs none of them).
+    for (k, _) in std::env::vars_os().filter(|(k, _)| profile::is_loader_var(k)) {
+        cmd.env_remove(k);
+    }
     let mut child = cmd
         .args(args)
         .stdin(Stdio::null())

@@ -86,6 +86,9 @@ pub struct LinuxProfile {
     /// bwrap: the launcher run inside to close inherited descriptors and
     /// scope sockets and signals.
     pub fd_closer: Option<PathBuf>,
+    /// Variables the launcher sets for the command only (`--setenv`): the
+    /// loader's, which the runners themselves start without.
+    pub command_env: Vec<(OsString, OsString)>,
 }
 
 /// The `/proc` entries bwrap must cover read-only in a confining mode.
@@ -211,6 +214,38 @@ fn push_launcher_common(out: &mut Vec<OsString>, p: &LinuxProfile) {
     for s in &p.allow_sockets {
         push_path(out, "--allow-socket", s, None);
     }
+    for (name, value) in &p.command_env {
+        let mut pair = name.clone();
+        pair.push("=");
+        pair.push(value);
+        out.push("--setenv".into());
+        out.push(pair);
+    }
+}
+
+/// The dynamic loader's variables: a runner must never start with them (a
+/// confined run may have written the library they name).
+pub fn is_loader_var(name: &OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(b"LD_")
+}
+
+/// What the runner starts without: the loader's usual names and every
+/// `LD_*` in `env`; and the values of `env` the command gets back.
+pub fn loader_env(
+    env: impl Iterator<Item = (OsString, OsString)>,
+) -> (Vec<OsString>, Vec<(OsString, OsString)>) {
+    let mut remove: Vec<OsString> = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    let mut keep = Vec::new();
+    for (k, v) in env.filter(|(k, _)| is_loader_var(k)) {
+        if !remove.contains(&k) {
+            remove.push(k.clone());
+        }
+        keep.push((k, v));
+    }
+    (remove, keep)
 }
 
 /// The `landlock-run` arguments (without the launcher itself).
@@ -317,7 +352,23 @@ mod tests {
             status_fd: Some(3),
             allow_sockets: vec!["/run/a.sock".into()],
             fd_closer: Some("/opt/landlock-run".into()),
+            command_env: vec![("LD_LIBRARY_PATH".into(), "/work/ws/lib".into())],
         }
+    }
+
+    #[test]
+    fn the_loader_variables_are_named_and_kept_for_the_command() {
+        let env = vec![
+            (OsString::from("PATH"), OsString::from("/bin")),
+            (OsString::from("LD_LIBRARY_PATH"), OsString::from("/w/lib")),
+            (OsString::from("LD_DEBUG"), OsString::from("all")),
+        ];
+        let (remove, keep) = loader_env(env.into_iter());
+        for name in ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_DEBUG"] {
+            assert!(remove.iter().any(|r| r == name), "{name}");
+        }
+        assert!(!remove.iter().any(|r| r == "PATH"));
+        assert_eq!(keep.len(), 2);
     }
 
     #[test]
@@ -401,6 +452,8 @@ mod tests {
                 "3",
                 "--allow-socket",
                 "/run/a.sock",
+                "--setenv",
+                "LD_LIBRARY_PATH=/work/ws/lib",
                 "--",
                 "bash",
                 "-c",
@@ -445,6 +498,8 @@ mod tests {
                 "3",
                 "--allow-socket",
                 "/run/a.sock",
+                "--setenv",
+                "LD_LIBRARY_PATH=/work/ws/lib",
                 "--",
                 "bash",
                 "-c",

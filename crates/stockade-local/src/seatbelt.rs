@@ -252,6 +252,7 @@ pub(crate) fn confine(
         pass_fds: vec![],
         status: None,
         gaps: vec![],
+        runner_env_remove: vec![],
     })
 }
 

@@ -23,6 +23,13 @@ pub enum ShellError {
     /// at `child_fd`, so nothing was started.
     #[error("cannot place a descriptor at fd {child_fd} in the child: {conflict}")]
     FdPlacement { child_fd: i32, conflict: FdConflict },
+    /// The request sets a dynamic-loader variable, which the runner must
+    /// start without (it could name a library a confined run wrote).
+    #[error(
+        "{}: the sandbox runner starts without the dynamic loader's variables; set it in the command instead ({}=... CMD)",
+        name.display(), name.display()
+    )]
+    LoaderEnv { name: std::ffi::OsString },
     #[error("empty argv: nothing to run")]
     EmptyArgv,
     #[error("background jobs need a running tokio runtime: {0}")]

@@ -210,6 +210,7 @@ impl SandboxedExecutor {
                 gaps: vec![],
                 pass_fds: vec![],
                 status: None,
+                runner_env_remove: vec![],
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -226,6 +227,7 @@ impl SandboxedExecutor {
             gaps: confined.gaps,
             pass_fds: confined.pass_fds,
             status: confined.status,
+            runner_env_remove: confined.runner_env_remove,
         };
         Ok(launch(spec, confined.argv, Some(wrap), self.limits))
     }

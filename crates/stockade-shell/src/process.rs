@@ -40,6 +40,9 @@ pub(crate) struct Wrap {
     /// Where the runner reports whether it started the command. When set,
     /// it alone decides runner failure; `rules` only name the runner's lines.
     pub status: Option<StatusChannel>,
+    /// Variables the runner starts without (the loader's); the runner's
+    /// argv hands the inherited values back to the command.
+    pub runner_env_remove: Vec<OsString>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -392,12 +395,31 @@ fn spawn_error(launch: &Launch, err: std::io::Error) -> ShellError {
     }
 }
 
+/// A request that sets a loader variable itself cannot have it reach the
+/// command without reaching the runner first, so it is refused rather than
+/// silently dropped.
+fn check_loader_env(launch: &Launch) -> Result<(), ShellError> {
+    let Some(w) = &launch.wrap else { return Ok(()) };
+    if w.runner_env_remove.is_empty() {
+        return Ok(());
+    }
+    match launch
+        .env
+        .iter()
+        .find(|(k, _)| k.as_encoded_bytes().starts_with(b"LD_") || w.runner_env_remove.contains(k))
+    {
+        Some((name, _)) => Err(ShellError::LoaderEnv { name: name.clone() }),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     let (program, args) = match launch.argv.split_first() {
         Some(split) => split,
         None => return Err(ShellError::EmptyArgv),
     };
     check_slots(launch.wrap.as_ref())?;
+    check_loader_env(&launch)?;
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&launch.workdir)
@@ -416,6 +438,11 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         })
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    if let Some(w) = &launch.wrap {
+        for name in &w.runner_env_remove {
+            cmd.env_remove(name);
+        }
+    }
     if launch.own_group {
         sys::new_group(&mut cmd);
     }

@@ -252,6 +252,7 @@ impl SandboxProvider for OldLandlock {
             pass_fds: vec![],
             status: None,
             gaps: vec![],
+            runner_env_remove: vec![],
         })
     }
 }
@@ -591,6 +592,7 @@ impl SandboxProvider for RecordingProvider {
             pass_fds: vec![],
             status: None,
             gaps: vec![],
+            runner_env_remove: vec![],
         })
     }
 }

@@ -65,6 +65,8 @@ struct ScriptRunner {
     /// A real runner the script runs inside (bwrap, standing in for its
     /// closer's host), or nothing.
     outer: Vec<OsString>,
+    /// What the runner must start without.
+    env_remove: Vec<OsString>,
 }
 
 impl ScriptRunner {
@@ -79,6 +81,7 @@ impl ScriptRunner {
             gaps: vec![],
             with_rules: true,
             outer: vec![],
+            env_remove: vec![],
         }
     }
 
@@ -139,6 +142,7 @@ impl SandboxProvider for ScriptRunner {
             pass_fds: self.pass_fds.clone(),
             status: self.status,
             gaps: self.gaps.clone(),
+            runner_env_remove: self.env_remove.clone(),
         })
     }
 }
@@ -218,6 +222,37 @@ async fn after_ok_a_forged_runner_line_and_exit_125_are_the_commands_own() {
             [PathBuf::from("/x")]
         );
     }
+}
+
+/// The runner starts without the loader's variables, and a request that
+/// sets one itself is refused before anything runs (never silently dropped).
+#[tokio::test]
+async fn the_runner_starts_without_the_loaders_variables() {
+    let s = scratch();
+    let mut runner = ScriptRunner::new(
+        "landlock",
+        "echo ok >&5; exec 5>&-; printf 'runner:%s:' \"${LD_LIBRARY_PATH-unset}\"; exec \"$@\"",
+    );
+    runner.env_remove = vec!["LD_LIBRARY_PATH".into()];
+    let exec = runner.executor(&s);
+    // cargo runs tests with LD_LIBRARY_PATH set, so there is one to strip.
+    assert!(std::env::var_os("LD_LIBRARY_PATH").is_some());
+    let req = ShellRequest::new("echo done", &s.ws);
+    let r = exec.run(exec.resolve(req)).await.unwrap();
+    assert_eq!(r.stdout.text(), "runner:unset:done\n");
+    let req = ShellRequest::new("echo done", &s.ws).with_env("LD_PRELOAD", "/x.so");
+    let marker = s.ws.join("ran");
+    let req2 = ShellRequest::new(format!("touch {}", marker.display()), &s.ws)
+        .with_env("LD_LIBRARY_PATH", "/x");
+    for req in [req, req2] {
+        match exec.run(exec.resolve(req)).await {
+            Err(ShellError::LoaderEnv { name }) => {
+                assert!(name.to_string_lossy().starts_with("LD_"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(!marker.exists());
 }
 
 // ---- (b) a `fail` record ------------------------------------------------

@@ -180,6 +180,7 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             pass_fds: vec![],
             status: None,
             gaps: vec![],
+            runner_env_remove: vec![],
         })
     }
 
