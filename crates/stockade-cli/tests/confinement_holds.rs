@@ -832,3 +832,33 @@ __attribute__((constructor)) static void planted(void) {
         }
     }
 }
+
+/// Channel 1: a project-local `$TMPDIR` inside the workspace, replaced by
+/// a symlink by an earlier run, is never granted where it points.
+#[test]
+fn a_tmpdir_planted_inside_the_workspace_is_refused() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let outside = owned_dir(&base, "outside-", who);
+            symlink(outside.path(), ws.path().join("tmp")).unwrap();
+            let target = outside.path().join("x");
+            let mut c = stockade_as(who, state.path());
+            c.env("TMPDIR", ws.path().join("tmp"))
+                .args(["exec", "--backend", backend, "--workspace"])
+                .arg(ws.path())
+                .args(["--", "/bin/sh", "-c", "echo x > \"$1\"", "sh"])
+                .arg(&target);
+            let out = c.output().unwrap();
+            assert!(!out.status.success(), "{who:?} {backend}");
+            assert!(!target.exists(), "{who:?} {backend}: wrote through $TMPDIR");
+            assert!(
+                text(&out.stderr).contains("$TMPDIR"),
+                "{who:?} {backend}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+}

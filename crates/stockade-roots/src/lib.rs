@@ -380,12 +380,25 @@ impl RootPins {
             .workspaces
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = map.get(given) {
-            held.verify(&guards)?;
-            return Ok(held.clone());
+        let held = match map.get(given) {
+            Some(held) => {
+                held.verify(&guards)?;
+                held.clone()
+            }
+            None => {
+                let held = Arc::new(HeldDir::hold(RootKind::Workspace, given, &guards)?);
+                map.insert(given.to_path_buf(), held.clone());
+                held
+            }
+        };
+        // A `$TMPDIR` inside the workspace (a project-local tmp) was
+        // resolved before the workspace was known: a symlink a confined run
+        // planted there for it must fail closed too.
+        let mut with_ws = guards;
+        with_ws.push(held.path().to_path_buf());
+        for t in &self.temp {
+            t.verify(&with_ws)?;
         }
-        let held = Arc::new(HeldDir::hold(RootKind::Workspace, given, &guards)?);
-        map.insert(given.to_path_buf(), held.clone());
         Ok(held)
     }
 

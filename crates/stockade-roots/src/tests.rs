@@ -293,3 +293,24 @@ fn running_as_root() -> bool {
         .map(|m| m.uid() == 0)
         .unwrap_or(false)
 }
+
+#[test]
+fn a_tmpdir_planted_inside_the_workspace_fails_closed() {
+    let d = tmp();
+    let root = real(d.path());
+    let ws = root.join("ws");
+    std::fs::create_dir_all(ws.join("tmp")).unwrap();
+    let elsewhere = root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    // A previous run replaced the project-local tmp with a symlink.
+    std::fs::remove_dir(ws.join("tmp")).unwrap();
+    symlink(&elsewhere, ws.join("tmp")).unwrap();
+    let pins = RootPins::new(None, Some(ws.join("tmp").into_os_string()));
+    let err = pins.workspace(&ws).unwrap_err();
+    assert!(matches!(err, RootError::PlantedSymlink { .. }), "{err}");
+    // A real directory there is fine.
+    std::fs::remove_file(ws.join("tmp")).unwrap();
+    std::fs::create_dir(ws.join("tmp")).unwrap();
+    let pins = RootPins::new(None, Some(ws.join("tmp").into_os_string()));
+    pins.workspace(&ws).unwrap();
+}
