@@ -399,7 +399,7 @@ pub(crate) fn protections_for(
     let sockets = if abi >= 9 {
         format!("Landlock: only allow_sockets paths can be connected{allowed}")
     } else if allow_sockets.is_empty() {
-        "seccomp refuses socket(AF_UNIX) (socketpair still works): no Unix socket outside can be reached; open named ones with allow_sockets / --allow-socket".to_owned()
+        "seccomp refuses socket(AF_UNIX) and datagram socketpairs (stream socketpairs still work): no Unix socket outside can be reached; open named ones with allow_sockets / --allow-socket".to_owned()
     } else {
         format!(
             "open: allow_sockets is set and this kernel (Landlock ABI {abi} < 9) cannot allow only those{allowed}"
