@@ -486,6 +486,9 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
                 "echo '[core] hooksPath = /tmp' >> .git/config",
                 "mv .git .git-old",
                 "rm -rf .git/hooks",
+                // Redirections git honours even while absent.
+                "echo ../evil > .git/commondir",
+                "echo '[core] hooksPath = /tmp' > .git/config.worktree",
             ] {
                 let out = exec(
                     who,

@@ -59,6 +59,10 @@ fn assert_protected(
     protected: &Path,
     watch: &Path,
 ) {
+    // A first fenced call creates the harmless placeholders a repository
+    // may lack (`commondir` naming itself, an empty `config.worktree`) so
+    // they can be protected; the comparison starts after it.
+    let _ = fs_.write(path, b"", policy);
     let before = snapshot(watch, &[]);
     let err = fs_
         .write(path, b"#!/bin/sh\necho pwned\n", policy)
@@ -150,8 +154,10 @@ fn hooks_and_config_are_refused_however_spelled() {
         .write(Path::new("h-abs/pre-commit"), b"x", &policy)
         .unwrap_err();
     assert!(err.is_denied(), "{err}");
-    // Names git would obey if they appeared.
-    for name in ["commondir", "config.worktree"] {
+    // Names git would obey if they appeared: they exist now as harmless
+    // placeholders (`commondir` naming the git directory itself, an empty
+    // `config.worktree`) and are protected like the rest.
+    for (name, placeholder) in [("commondir", ".\n"), ("config.worktree", "")] {
         assert_protected(
             &fs_,
             &policy,
@@ -159,7 +165,7 @@ fn hooks_and_config_are_refused_however_spelled() {
             &dotgit.join(name),
             &scene.ws,
         );
-        assert!(!dotgit.join(name).exists());
+        assert_eq!(fs::read_to_string(dotgit.join(name)).unwrap(), placeholder);
     }
     assert!(!hooks.join("new").exists());
     assert!(!hooks.join("new-dir").exists());

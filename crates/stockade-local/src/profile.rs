@@ -98,6 +98,8 @@ pub const PROC_READ_ONLY: &[&str] = &[
     "/proc/irq",
     "/proc/bus",
     "/proc/fs",
+    // Pressure-stall triggers are global state a write creates.
+    "/proc/pressure",
 ];
 
 /// The `/proc` entries container runtimes mask; `true` for directories.

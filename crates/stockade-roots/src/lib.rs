@@ -250,7 +250,9 @@ impl HeldDir {
         if now != self.path {
             return Err(moved(format!("{}", now.display())));
         }
-        let m = std::fs::metadata(&now).map_err(|e| moved(e.to_string()))?;
+        let m = open_dir(&now)
+            .and_then(|f| f.metadata())
+            .map_err(|e| moved(e.to_string()))?;
         if let (Some(held), Some(seen)) = (self.id, identity(&m))
             && held != seen
         {
@@ -263,15 +265,32 @@ impl HeldDir {
     }
 }
 
+/// Open the fully resolved `path` one component at a time from `/`, each
+/// relative to the directory before it and without following a symlink: a
+/// component swapped for a symlink after resolution (by a confined run
+/// racing us, say `/tmp/a` exchanged with `/tmp/b -> /elsewhere`) fails the
+/// open instead of redirecting it. O_NOFOLLOW on the whole path would only
+/// guard the last component.
 #[cfg(unix)]
 fn open_dir(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // O_NOFOLLOW: `path` is fully resolved, so a symlink here was swapped in
-    // after resolution. std adds O_CLOEXEC.
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(path)
+    use rustix::fs::{Mode, OFlags, openat};
+    use std::path::Component;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open("/", flags, Mode::empty())?;
+    for c in path.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(name) => dir = openat(&dir, name, flags, Mode::empty())?,
+            // A resolved path has neither; refuse rather than interpret.
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "not a resolved absolute path",
+                ));
+            }
+        }
+    }
+    Ok(File::from(dir))
 }
 
 #[cfg(windows)]
@@ -375,11 +394,19 @@ impl RootPins {
     /// later one. Moving it (or a component of its path) afterwards fails
     /// closed here, for every later caller of this registry.
     pub fn workspace(&self, given: &Path) -> Result<Arc<HeldDir>, RootError> {
-        let guards = self.temp_guards();
         let mut map = self
             .workspaces
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // Every root held so far guards the resolution: a symlink one
+        // session's run planted in its workspace must not widen another
+        // session's (`proj/sub -> ..` held as the parent of `proj`).
+        let mut guards = self.temp_guards();
+        for w in map.values() {
+            if w.given() != given && !guards.iter().any(|g| g == w.path()) {
+                guards.push(w.path().to_path_buf());
+            }
+        }
         let held = match map.get(given) {
             Some(held) => {
                 held.verify(&guards)?;

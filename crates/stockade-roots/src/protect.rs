@@ -44,13 +44,16 @@ pub fn git_protected(
     let Some((top, dotgit)) = find_dotgit(workspace.path()) else {
         return Ok(Vec::new());
     };
-    // A `.git` another user left above the workspace (say `/tmp/.git`) is
+    // A `.git` another user left ABOVE the workspace (say `/tmp/.git`) is
     // not this repository (git itself refuses it as dubious ownership), and
-    // must not let that user make every run fail.
-    let owner = workspace.file().metadata().map(|m| m.uid()).ok();
-    let dotgit_owner = std::fs::symlink_metadata(&dotgit).map(|m| m.uid()).ok();
-    if owner.is_none() || owner != dotgit_owner {
-        return Ok(Vec::new());
+    // must not let that user make every run fail. One at or inside the
+    // workspace is protected whoever owns it.
+    if top != workspace.path() {
+        let owner = workspace.file().metadata().map(|m| m.uid()).ok();
+        let dotgit_owner = std::fs::symlink_metadata(&dotgit).map(|m| m.uid()).ok();
+        if owner.is_none() || owner != dotgit_owner {
+            return Ok(Vec::new());
+        }
     }
     let mut out: Vec<Protected> = Vec::new();
     let meta = std::fs::symlink_metadata(&dotgit).map_err(|source| RootError::Protect {
@@ -75,49 +78,164 @@ pub fn git_protected(
         }
         dotgit
     };
-    let mut dirs = vec![gitdir.clone()];
+    let mut gitdirs: Vec<(PathBuf, GitDirKind)> = vec![(gitdir.clone(), GitDirKind::Own)];
     if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        let common = gitdir.join(common.trim());
-        if let Ok(c) = std::fs::canonicalize(&common)
-            && !dirs.contains(&c)
+        if let Ok(c) = std::fs::canonicalize(gitdir.join(common.trim()))
+            && c != gitdir
         {
-            dirs.push(c);
+            gitdirs.push((c, GitDirKind::Own));
         }
     }
-    for dir in dirs {
+    // Every other git directory git may use from here: submodules' (nested
+    // to any depth, bounded) and linked worktrees'. Their config and hooks
+    // run just the same when the user works in them.
+    let mut i = 0;
+    while i < gitdirs.len() && gitdirs.len() < MAX_GITDIRS {
+        let (dir, _) = gitdirs[i].clone();
+        for (sub, kind) in [
+            ("modules", GitDirKind::Own),
+            ("worktrees", GitDirKind::Worktree),
+        ] {
+            collect_gitdirs(&dir.join(sub), kind, &mut gitdirs);
+        }
+        i += 1;
+    }
+    for (dir, kind) in gitdirs {
         let Ok(dir) = std::fs::canonicalize(&dir) else {
             continue;
         };
         if beneath(&dir, writable).is_none() {
             continue;
         }
-        let hooks = dir.join("hooks");
-        match std::fs::symlink_metadata(&hooks) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir(&hooks).map_err(|source| RootError::Protect {
-                    path: hooks.clone(),
-                    source,
-                })?;
+        protect_gitdir(&dir, kind, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// At most this many git directories are protected for one workspace.
+const MAX_GITDIRS: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GitDirKind {
+    /// A repository's own git directory (the main one, a submodule's).
+    Own,
+    /// A linked worktree's (`<common>/worktrees/<name>`): it has a
+    /// `commondir` of its own and takes hooks and config from there.
+    Worktree,
+}
+
+/// The git directories directly below `parent` (submodules nest theirs in
+/// `modules/<path>/...`, so a directory without `HEAD` is searched on).
+fn collect_gitdirs(parent: &Path, kind: GitDirKind, out: &mut Vec<(PathBuf, GitDirKind)>) {
+    let mut stack = vec![(parent.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if out.len() >= MAX_GITDIRS {
+                return;
             }
-            _ => {}
-        }
-        for (name, is_dir) in [
-            ("hooks", true),
-            ("config", false),
-            ("config.worktree", false),
-            // A worktree's pointer to the common dir: rewritten, it would
-            // send git to planted hooks.
-            ("commondir", false),
-        ] {
-            let p = dir.join(name);
-            match std::fs::symlink_metadata(&p) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(source) => return Err(RootError::Protect { path: p, source }),
-                Ok(_) => out.push(open(&p, is_dir)?),
+            let Ok(ft) = e.file_type() else { continue };
+            if !ft.is_dir() {
+                continue;
+            }
+            let p = e.path();
+            if p.join("HEAD").is_file() {
+                out.push((p, kind));
+            } else if depth < 8 {
+                stack.push((p, depth + 1));
             }
         }
     }
-    Ok(out)
+}
+
+/// Protect one git directory's control files. The names git reads there
+/// (`commondir`, `config.worktree`) would redirect it even while absent, so
+/// absent ones are created first, harmless: an empty `config.worktree`
+/// (read only when the protected config enables it) and, in a repository's
+/// own git directory, `commondir` naming itself (`.`). Everything is done
+/// relative to the git directory opened without following any symlink, so
+/// a component swapped meanwhile fails the call instead of redirecting it.
+fn protect_gitdir(dir: &Path, kind: GitDirKind, out: &mut Vec<Protected>) -> Result<(), RootError> {
+    use rustix::fs::{Mode, OFlags, mkdirat, openat};
+    let err = |path: &Path, source: io::Error| RootError::Protect {
+        path: path.to_path_buf(),
+        source,
+    };
+    let fd = crate::open_dir(dir).map_err(|e| err(dir, e))?;
+    let create = |name: &str, body: &[u8]| -> Result<(), RootError> {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match openat(&fd, name, flags, Mode::from_raw_mode(0o644)) {
+            Ok(f) => {
+                use std::io::Write;
+                File::from(f)
+                    .write_all(body)
+                    .map_err(|e| err(&dir.join(name), e))
+            }
+            Err(rustix::io::Errno::EXIST) => Ok(()),
+            Err(e) => Err(err(&dir.join(name), e.into())),
+        }
+    };
+    if kind == GitDirKind::Own {
+        match mkdirat(&fd, "hooks", Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(err(&dir.join("hooks"), e.into())),
+        }
+        create("commondir", b".\n")?;
+    }
+    create("config.worktree", b"")?;
+    let names: &[(&str, bool)] = match kind {
+        GitDirKind::Own => &[
+            ("hooks", true),
+            ("config", false),
+            ("config.worktree", false),
+            ("commondir", false),
+        ],
+        GitDirKind::Worktree => &[
+            ("config.worktree", false),
+            ("commondir", false),
+            // Where the worktree's checkout is: rewritten, git would run
+            // this worktree's operations somewhere else.
+            ("gitdir", false),
+        ],
+    };
+    for (name, is_dir) in names {
+        #[cfg(target_os = "linux")]
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        #[cfg(not(target_os = "linux"))]
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let p = dir.join(name);
+        let f = match openat(&fd, *name, flags, Mode::empty()) {
+            Ok(f) => File::from(f),
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(err(&p, e.into())),
+        };
+        let m = f.metadata().map_err(|e| err(&p, e))?;
+        if m.file_type().is_symlink() {
+            return Err(RootError::ProtectedSymlink { path: p });
+        }
+        if m.is_dir() != *is_dir {
+            return Err(err(
+                &p,
+                io::Error::other(if *is_dir {
+                    "not a directory"
+                } else {
+                    "not a file"
+                }),
+            ));
+        }
+        out.push(Protected {
+            path: p,
+            file: Arc::new(f),
+            is_dir: m.is_dir(),
+            read_only: true,
+            dev: m.dev(),
+            ino: m.ino(),
+        });
+    }
+    Ok(())
 }
 
 /// The nearest `.git` at or above `from`, with the directory holding it.

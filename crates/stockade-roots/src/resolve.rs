@@ -84,6 +84,15 @@ fn push_components(q: &mut VecDeque<OsString>, p: &Path, front: bool) {
 /// by where `path` really is: its nearest existing ancestor resolved, the
 /// rest appended. `None` when it lies beneath none of them.
 pub fn beneath(path: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+    // A relative path is judged where it is now, from the current
+    // directory; walking it up would end at "" and resolve nothing.
+    let absolute;
+    let path = if path.is_absolute() {
+        path
+    } else {
+        absolute = std::env::current_dir().ok()?.join(path);
+        &absolute
+    };
     let real = real_location(path);
     roots.iter().find(|r| real.starts_with(r)).cloned()
 }

@@ -222,7 +222,7 @@ fn git_hooks_and_config_are_protected_when_writable() {
     // From a subdirectory of the repository.
     std::fs::create_dir(ws.join("sub")).unwrap();
     let sub = pins.workspace(&ws.join("sub")).unwrap();
-    assert_eq!(git_protected(&sub, &writable).unwrap().len(), 3);
+    assert_eq!(git_protected(&sub, &writable).unwrap().len(), 5);
 }
 
 #[test]
@@ -313,4 +313,83 @@ fn a_tmpdir_planted_inside_the_workspace_fails_closed() {
     std::fs::create_dir(ws.join("tmp")).unwrap();
     let pins = RootPins::new(None, Some(ws.join("tmp").into_os_string()));
     pins.workspace(&ws).unwrap();
+}
+
+#[test]
+fn absent_redirecting_names_are_created_harmless_and_protected() {
+    let d = tmp();
+    let ws = real(d.path()).join("repo");
+    std::fs::create_dir(&ws).unwrap();
+    git_init(&ws);
+    let pins = RootPins::without_temp_roots();
+    let held = pins.workspace(&ws).unwrap();
+    let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
+    let names: Vec<_> = p.iter().map(|p| p.path.clone()).collect();
+    for n in ["commondir", "config.worktree"] {
+        assert!(names.contains(&ws.join(".git").join(n)), "{n}: {names:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/commondir")).unwrap(),
+        ".\n"
+    );
+    // git still works with them.
+    let st = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+        .arg(&ws)
+        .args(["commit", "-q", "--allow-empty", "-m", "x"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn submodule_and_worktree_git_dirs_are_protected_too() {
+    let d = tmp();
+    let root = real(d.path());
+    let ws = root.join("repo");
+    std::fs::create_dir(&ws).unwrap();
+    git_init(&ws);
+    // A submodule's git dir and a linked worktree's, as git lays them out.
+    let module = ws.join(".git/modules/sub");
+    std::fs::create_dir_all(module.join("hooks")).unwrap();
+    std::fs::write(module.join("HEAD"), "ref: refs/heads/master\n").unwrap();
+    std::fs::write(module.join("config"), "").unwrap();
+    let wt = ws.join(".git/worktrees/wt2");
+    std::fs::create_dir_all(&wt).unwrap();
+    std::fs::write(wt.join("HEAD"), "ref: refs/heads/x\n").unwrap();
+    std::fs::write(wt.join("commondir"), "../..\n").unwrap();
+    std::fs::write(wt.join("gitdir"), "/elsewhere/.git\n").unwrap();
+    let pins = RootPins::without_temp_roots();
+    let held = pins.workspace(&ws).unwrap();
+    let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
+    let names: Vec<_> = p.iter().map(|p| p.path.clone()).collect();
+    for want in [
+        module.join("hooks"),
+        module.join("config"),
+        module.join("commondir"),
+        wt.join("commondir"),
+        wt.join("config.worktree"),
+        wt.join("gitdir"),
+    ] {
+        assert!(names.contains(&want), "{}: {names:?}", want.display());
+    }
+}
+
+#[test]
+fn a_dot_git_of_another_owner_inside_the_workspace_is_still_protected() {
+    if !running_as_root() {
+        return;
+    }
+    let d = tmp();
+    let ws = real(d.path()).join("repo");
+    std::fs::create_dir(&ws).unwrap();
+    git_init(&ws);
+    std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).unwrap();
+    let pins = RootPins::without_temp_roots();
+    let held = pins.workspace(&ws).unwrap();
+    assert!(
+        !git_protected(&held, std::slice::from_ref(&ws))
+            .unwrap()
+            .is_empty()
+    );
 }
