@@ -51,7 +51,12 @@ pub const ENV_STATE_DIR: &str = "STOCKADE_STATE_DIR";
 /// The session store: `$STOCKADE_STATE_DIR/sessions`, else the default.
 pub fn store_from_env() -> Result<SessionStore, ServeError> {
     let dir = match std::env::var_os(ENV_STATE_DIR).filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d).join("sessions"),
+        // Made absolute once, against the directory stockade started in: a
+        // relative one would name a different place whenever the current
+        // directory changes, and be judged against the roots wrongly.
+        Some(d) => std::path::absolute(PathBuf::from(d))
+            .map_err(|_| ServeError::NoStateDir)?
+            .join("sessions"),
         None => SessionStore::default_dir().ok_or(ServeError::NoStateDir)?,
     };
     Ok(SessionStore::new(dir))

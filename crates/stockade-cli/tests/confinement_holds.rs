@@ -865,3 +865,67 @@ fn a_tmpdir_planted_inside_the_workspace_is_refused() {
         }
     }
 }
+
+/// Channel 6: hooks git finds through `core.hooksPath` (husky) and config
+/// pulled in by `include.path` stay read-only under bwrap too.
+#[test]
+fn hooks_path_and_included_config_are_read_only_under_bwrap() {
+    if !backends().contains(&"bwrap") {
+        return;
+    }
+    let base = base();
+    for who in users() {
+        let state = owned_dir(&base, "state-", who);
+        let ws = owned_dir(&base, "repo-", who);
+        git(ws.path(), &["init", "-q"]);
+        git(ws.path(), &["config", "core.hooksPath", ".husky/_"]);
+        git(ws.path(), &["config", "include.path", "../team.gitconfig"]);
+        fs::create_dir_all(ws.path().join(".husky/_")).unwrap();
+        fs::write(ws.path().join("team.gitconfig"), "[user]\n\tname = t\n").unwrap();
+        chown_tree(ws.path(), who);
+        for attack in [
+            "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .husky/_/post-checkout",
+            "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> team.gitconfig",
+            "rm -rf .husky/_",
+        ] {
+            let out = exec(
+                who,
+                state.path(),
+                "bwrap",
+                "workspace-write",
+                ws.path(),
+                attack,
+                &[],
+            );
+            assert!(!out.status.success(), "{who:?}: `{attack}` succeeded");
+        }
+        assert!(!ws.path().join(".husky/_/post-checkout").exists());
+        assert_eq!(
+            fs::read_to_string(ws.path().join("team.gitconfig")).unwrap(),
+            "[user]\n\tname = t\n"
+        );
+        // A hooks directory the config names but nobody made yet is one a
+        // confined run could create: nothing runs.
+        fs::remove_dir_all(ws.path().join(".husky")).unwrap();
+        let out = exec(
+            who,
+            state.path(),
+            "bwrap",
+            "workspace-write",
+            ws.path(),
+            "true",
+            &[],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "{who:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(".husky/_"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -79,12 +79,11 @@ pub fn git_protected(
         dotgit
     };
     let mut gitdirs: Vec<(PathBuf, GitDirKind)> = vec![(gitdir.clone(), GitDirKind::Own)];
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        if let Ok(c) = std::fs::canonicalize(gitdir.join(common.trim()))
-            && c != gitdir
-        {
-            gitdirs.push((c, GitDirKind::Own));
-        }
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        && let Ok(c) = std::fs::canonicalize(gitdir.join(common.trim()))
+        && c != gitdir
+    {
+        gitdirs.push((c, GitDirKind::Own));
     }
     // Every other git directory git may use from here: submodules' (nested
     // to any depth, bounded) and linked worktrees'. Their config and hooks
@@ -100,16 +99,129 @@ pub fn git_protected(
         }
         i += 1;
     }
+    let mut configs = Vec::new();
     for (dir, kind) in gitdirs {
         let Ok(dir) = std::fs::canonicalize(&dir) else {
             continue;
         };
+        configs.push(dir.join("config"));
+        configs.push(dir.join("config.worktree"));
         if beneath(&dir, writable).is_none() {
             continue;
         }
         protect_gitdir(&dir, kind, &mut out)?;
     }
+    protect_config_targets(&top, &configs, writable, &mut out)?;
     Ok(out)
+}
+
+/// What a (protected) config points git at that would run or configure it:
+/// `core.hooksPath` (a hooks directory, relative to the working tree),
+/// `include.path` / `includeIf.*.path` (more config, relative to the file
+/// naming it) and a `core.fsmonitor` that names an existing file. Those
+/// lying beneath a writable root are protected too; one that does not
+/// exist there yet is refused, since a confined run could create it.
+fn protect_config_targets(
+    top: &Path,
+    configs: &[PathBuf],
+    writable: &[PathBuf],
+    out: &mut Vec<Protected>,
+) -> Result<(), RootError> {
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut queue: Vec<PathBuf> = configs.to_vec();
+    while let Some(config) = queue.pop() {
+        if seen.contains(&config) || seen.len() > MAX_GITDIRS {
+            continue;
+        }
+        seen.push(config.clone());
+        let Ok(text) = std::fs::read_to_string(&config) else {
+            continue;
+        };
+        let base = config.parent().unwrap_or(top).to_path_buf();
+        for (section, key, value) in config_entries(&text) {
+            let (target, is_dir, must_exist) = match (section.as_str(), key.as_str()) {
+                ("core", "hookspath") => (resolve(top, &value), true, true),
+                ("include" | "includeif", "path") => (resolve(&base, &value), false, true),
+                ("core", "fsmonitor") if value.contains('/') => {
+                    (resolve(top, &value), false, false)
+                }
+                _ => continue,
+            };
+            if beneath(&target, writable).is_none() {
+                continue;
+            }
+            match std::fs::symlink_metadata(&target) {
+                Ok(_) => {
+                    if !is_dir {
+                        queue.push(target.clone());
+                    }
+                    out.push(open(&target, is_dir)?);
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound && must_exist => {
+                    return Err(RootError::Protect {
+                        path: target,
+                        source: io::Error::other(format!(
+                            "named by {} but missing inside a writable root, where a confined run could create it",
+                            config.display()
+                        )),
+                    });
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `~/x` against `$HOME`, a relative path against `base`.
+fn resolve(base: &Path, value: &str) -> PathBuf {
+    match value.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(rest))
+            .unwrap_or_else(|| base.join(value)),
+        None => base.join(value),
+    }
+}
+
+/// `(section, key, value)` of each `key = value` line, section and key
+/// lower-cased (subsections dropped), quotes and trailing comments removed.
+/// Enough for the keys above; git's full syntax is wider.
+fn config_entries(text: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let head = rest.split(']').next().unwrap_or("");
+            section = head
+                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            // `[section] key = value` on one line.
+            let after = rest.split_once(']').map_or("", |(_, a)| a.trim());
+            if let Some((k, v)) = after.split_once('=') {
+                out.push((section.clone(), k.trim().to_ascii_lowercase(), clean(v)));
+            }
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            out.push((section.clone(), k.trim().to_ascii_lowercase(), clean(v)));
+        }
+    }
+    out
+}
+
+fn clean(v: &str) -> String {
+    let v = v.trim();
+    let v = match v.strip_prefix('"') {
+        Some(rest) => rest.split('"').next().unwrap_or(""),
+        None => v.split([';', '#']).next().unwrap_or("").trim(),
+    };
+    v.to_owned()
 }
 
 /// At most this many git directories are protected for one workspace.

@@ -393,3 +393,43 @@ fn a_dot_git_of_another_owner_inside_the_workspace_is_still_protected() {
             .is_empty()
     );
 }
+
+#[test]
+fn hooks_path_and_includes_inside_a_root_are_protected_or_refused() {
+    let d = tmp();
+    let ws = real(d.path()).join("repo");
+    std::fs::create_dir(&ws).unwrap();
+    git_init(&ws);
+    std::fs::create_dir_all(ws.join(".husky/_")).unwrap();
+    std::fs::write(
+        ws.join("extra.gitconfig"),
+        "[core]\n\tfsmonitor = ./fsm.sh\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join("fsm.sh"), "#!/bin/sh\n").unwrap();
+    let mut cfg = std::fs::read_to_string(ws.join(".git/config")).unwrap();
+    cfg.push_str("[core]\n\thooksPath = .husky/_\n[include]\n\tpath = ../extra.gitconfig\n");
+    std::fs::write(ws.join(".git/config"), cfg.clone()).unwrap();
+    let pins = RootPins::without_temp_roots();
+    let held = pins.workspace(&ws).unwrap();
+    let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
+    let names: Vec<_> = p.iter().map(|p| p.path.clone()).collect();
+    for want in [ws.join(".husky/_"), ws.join("extra.gitconfig")] {
+        assert!(
+            names
+                .iter()
+                .any(|n| std::fs::canonicalize(n).unwrap() == want),
+            "{}: {names:?}",
+            want.display()
+        );
+    }
+    // fsmonitor named in the included file, relative to the working tree.
+    assert!(names.iter().any(|n| n.ends_with("fsm.sh")), "{names:?}");
+    // A hooksPath that does not exist yet inside the root: refused.
+    std::fs::remove_dir_all(ws.join(".husky")).unwrap();
+    let err = git_protected(&held, std::slice::from_ref(&ws)).unwrap_err();
+    assert!(
+        err.to_string().contains("missing inside a writable root"),
+        "{err}"
+    );
+}
