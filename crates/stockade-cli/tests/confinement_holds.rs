@@ -820,7 +820,8 @@ __attribute__((constructor)) static void planted(void) {
             // No runner may have loaded it.
             let markers: Vec<String> = entries(outside.path())
                 .iter()
-                .map(|e| e.to_string_lossy().into_owned())
+                // The planted library names them `pwned-<comm>-<pid>`: ASCII.
+                .map(|e| e.to_str().unwrap().to_owned())
                 .collect();
             assert!(
                 markers.iter().any(|m| m.contains("stockade")),

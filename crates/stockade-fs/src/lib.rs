@@ -324,11 +324,10 @@ impl SandboxedFs {
             path: path.to_path_buf(),
             source,
         })?;
-        // Held on first use, verified on every later one: a workspace (or
-        // temp root) moved since fails the call here, before anything is
-        // opened.
+        // Held on first use, verified (with the temp roots) on every later
+        // one: a workspace or temp root moved since fails the call here,
+        // before anything is opened.
         let workspace = self.pins.workspace(&given).map_err(closed)?;
-        self.pins.verify_temp().map_err(closed)?;
         let protection = self.protection(&workspace).map_err(|e| match e {
             Protect::Root(source) => closed(source),
             Protect::Io(source) => FsError::Io {
@@ -361,16 +360,12 @@ impl SandboxedFs {
     }
 
     /// The workspace repository's protected paths, found afresh (a run may
-    /// have made the workspace a repository since the last call), then the
-    /// workspace verified again: the list is built from its path, which
-    /// must still name the held directory once the list is built.
+    /// have made the workspace a repository since the last call); the
+    /// lookup re-verifies the workspace once the list is built.
     #[cfg(unix)]
     fn protection(&self, workspace: &HeldDir) -> Result<Protection, Protect> {
         let writable = self.pins.writable_paths(Some(workspace));
         let list = stockade_roots::git_protected(workspace, &writable).map_err(Protect::Root)?;
-        self.pins
-            .workspace(workspace.given())
-            .map_err(Protect::Root)?;
         Protection::of(&list).map_err(Protect::Io)
     }
 

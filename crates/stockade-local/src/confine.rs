@@ -89,7 +89,6 @@ pub(crate) fn prepare(
     fd_closer: Option<&Path>,
     allow_sockets: &[PathBuf],
 ) -> Result<Prepared, SandboxUnavailable> {
-    pins.verify_temp().map_err(refused)?;
     let mut fds = Fds {
         next: FIRST_PASSED_FD,
         list: Vec::new(),
@@ -109,6 +108,7 @@ pub(crate) fn prepare(
     }
     let mut writable = vec![PathBuf::from("/dev/null")];
     if policy.mode == ConfiningMode::WorkspaceWrite {
+        // Verifies the temp roots too; read-only grants none of them.
         let ws = pins.workspace(policy.workspace_root()).map_err(refused)?;
         let mut roots: Vec<&Arc<HeldDir>> = pins.temp_roots().iter().collect();
         if !roots.iter().any(|r| r.path() == ws.path()) {

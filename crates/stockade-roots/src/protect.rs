@@ -112,6 +112,10 @@ pub fn git_protected(
         protect_gitdir(&dir, kind, &mut out)?;
     }
     protect_config_targets(&top, &configs, writable, &mut out)?;
+    // The list was found from the workspace's path: it is only this
+    // repository's if the path still names the held directory now that the
+    // list is built (every caller, runner or fence, gets this check).
+    workspace.verify(writable)?;
     Ok(out)
 }
 
