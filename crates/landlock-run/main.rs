@@ -19,6 +19,9 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
+mod supervise;
+
+#[cfg(target_os = "linux")]
 mod linux {
     use std::ffi::{OsStr, OsString};
     use std::fmt::Display;
@@ -30,7 +33,7 @@ mod linux {
     use std::os::unix::process::CommandExt;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio, exit};
-    use std::sync::OnceLock;
+    use std::sync::{Mutex, PoisonError};
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use landlock::{
@@ -47,7 +50,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] [--no-supervise] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -58,12 +61,20 @@ mod linux {
 
     /// The status channel (`--status-fd`), once taken. Every failure and the
     /// start are reported on it; it is close-on-exec, so the command never
-    /// holds it.
-    static STATUS: OnceLock<OwnedFd> = OnceLock::new();
+    /// holds it, and a supervisor lets go of its copy once the command runs.
+    static STATUS: Mutex<Option<OwnedFd>> = Mutex::new(None);
+
+    fn release_status() {
+        STATUS.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
 
     /// Every launcher failure is exactly one line and 125; callers tell it from
     /// a child's own 125 by that line, so a message must never span lines. The
     /// same message goes to the status channel, where a caller need not guess.
+    fn fail_args(msg: std::fmt::Arguments<'_>) -> ! {
+        fail(msg)
+    }
+
     fn fail(msg: impl Display) -> ! {
         let line = msg.to_string().replace(['\n', '\r'], " ");
         eprintln!("landlock-run: {line}");
@@ -79,7 +90,8 @@ mod linux {
     /// (EPIPE; std ignores SIGPIPE in this process). Records are far below
     /// PIPE_BUF, so a record is never interleaved.
     fn report(record: &str) {
-        let Some(fd) = STATUS.get() else { return };
+        let status = STATUS.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(fd) = status.as_ref() else { return };
         let mut rest = record.as_bytes();
         while !rest.is_empty() {
             match rustix::io::write(fd, rest) {
@@ -109,6 +121,11 @@ mod linux {
         /// LD_LIBRARY_PATH, ...), which could name a library a confined run
         /// wrote, and hands them back here for the command.
         env: Vec<(OsString, OsString)>,
+        /// `--protect`: read-only inside the writable roots (supervised).
+        protect: Vec<Grant>,
+        /// `--no-supervise`: plain Landlock, metadata and protected paths
+        /// ungoverned (benchmarks, and callers that report those gaps).
+        no_supervise: bool,
     }
 
     enum Cmd {
@@ -124,11 +141,13 @@ mod linux {
     }
 
     /// Every option that takes a value, in every mode.
-    const VALUED: [&[u8]; 7] = [
+    const VALUED: [&[u8]; 9] = [
         b"--ro",
         b"--rw",
         b"--ro-fd",
         b"--rw-fd",
+        b"--protect",
+        b"--protect-fd",
         b"--allow-socket",
         b"--status-fd",
         b"--setenv",
@@ -178,6 +197,12 @@ mod linux {
             let name = arg.as_bytes();
             match name {
                 b"--" if i + 1 < args.len() => return Ok((opts, Some(args[i + 1..].to_vec()))),
+                // The one flag without a value, in run mode only.
+                b"--no-supervise" if only.is_empty() => {
+                    opts.no_supervise = true;
+                    i += 1;
+                    continue;
+                }
                 b"--" => return Err("empty ARGV after --".into()),
                 b"--probe" | b"--probe-child" => {
                     return Err("--probe takes no other arguments".into());
@@ -201,6 +226,7 @@ mod linux {
                 b"--ro" | b"--rw" => opts
                     .grants
                     .push((Grant::Path(PathBuf::from(value)), name == b"--rw")),
+                b"--protect" => opts.protect.push(Grant::Path(PathBuf::from(value))),
                 b"--allow-socket" => opts.sockets.push(PathBuf::from(value)),
                 b"--setenv" => {
                     let bytes = value.as_bytes();
@@ -224,6 +250,7 @@ mod linux {
                             return Err("--status-fd is given twice".into());
                         }
                         b"--status-fd" => opts.status_fd = Some(n),
+                        b"--protect-fd" => opts.protect.push(Grant::Fd(n)),
                         _ => opts.grants.push((Grant::Fd(n), name == b"--rw-fd")),
                     }
                 }
@@ -364,6 +391,8 @@ mod linux {
         resolve_unix: bool,
         /// The seccomp filter: no AF_UNIX socket can be created at all.
         seccomp: bool,
+        /// The metadata and protected-path supervisor can run here.
+        supervised: bool,
     }
 
     /// The Landlock ABI the crate uses on this kernel (Unsupported without
@@ -395,6 +424,7 @@ mod linux {
             scoped: abi >= ABI::V6,
             resolve_unix,
             seccomp,
+            supervised: crate::supervise::available().is_ok(),
         })
     }
 
@@ -404,7 +434,7 @@ mod linux {
 
     impl Plan {
         /// The `--isolation` lines, exactly.
-        fn facts(&self) -> [String; 4] {
+        fn facts(&self) -> [String; 6] {
             let pick =
                 |cases: &[(bool, &'static str)]| cases.iter().find(|c| c.0).map_or("open", |c| c.1);
             [
@@ -417,6 +447,11 @@ mod linux {
                 format!(
                     "pathname-sockets {}",
                     pick(&[(self.resolve_unix, "landlock"), (self.seccomp, "seccomp")])
+                ),
+                format!("metadata {}", pick(&[(self.supervised, "supervised")])),
+                format!(
+                    "protected-paths {}",
+                    pick(&[(self.supervised, "supervised")])
                 ),
             ]
         }
@@ -647,11 +682,16 @@ mod linux {
     /// TIOCSTI only works on one's controlling terminal (or with CAP_SYS_ADMIN,
     /// dropped above); a new session has none, so the child cannot push
     /// keystrokes into the caller's shell through an inherited tty fd.
-    fn detach_terminal() {
-        match setsid() {
-            Ok(_) => return,
-            Err(Errno::PERM) => {}
-            Err(e) => fail(format_args!("setsid: {e}")),
+    ///
+    /// `keep_group`: stay in the caller's process group (a supervised
+    /// command, so that the caller's group kill still reaches it).
+    fn detach_terminal(keep_group: bool) {
+        if !keep_group {
+            match setsid() {
+                Ok(_) => return,
+                Err(Errno::PERM) => {}
+                Err(e) => fail(format_args!("setsid: {e}")),
+            }
         }
         // EPERM: we lead a process group (callers spawn us in a fresh group so
         // a timeout can kill everything). Give up the terminal instead.
@@ -664,7 +704,8 @@ mod linux {
             )),
         };
         // A session leader giving up its terminal hangs up its own foreground
-        // group (SIGHUP), so that rare shape fails closed instead.
+        // group (SIGHUP), so that rare shape fails closed instead. (A forked
+        // child is never one.)
         if getsid(None).ok() == Some(getpid()) {
             fail("cannot detach from the controlling terminal: already a session leader");
         }
@@ -689,9 +730,14 @@ mod linux {
     /// Privileges and terminal first (so /dev/tty is still openable), then the
     /// ruleset, then the seccomp filter (no_new_privs is set by then); returns
     /// the effective ABI.
-    fn confine(plan: &Plan, rules: Vec<PathBeneath<OwnedFd>>, sockets: Vec<OwnedFd>) -> ABI {
+    fn confine(
+        plan: &Plan,
+        rules: Vec<PathBeneath<OwnedFd>>,
+        sockets: Vec<OwnedFd>,
+        keep_group: bool,
+    ) -> ABI {
         drop_capabilities();
-        detach_terminal();
+        detach_terminal(keep_group);
         let abi = restrict(plan, Some(rules), sockets);
         isolate(plan);
         abi
@@ -736,23 +782,91 @@ mod linux {
         // Inherited descriptors first: until this process opens something
         // itself, a number that is open is one the caller passed.
         let mut rules = Vec::new();
+        // The writable grants again, for the supervisor: the same open files.
+        let mut writable = Vec::new();
+        let mut keep = |fd: &OwnedFd, write: bool| {
+            if write {
+                writable.push(
+                    fd.try_clone()
+                        .or_fail("cannot duplicate a grant descriptor"),
+                );
+            }
+        };
         for (grant, write) in &opts.grants {
             if let Grant::Fd(n) = *grant {
                 let option = if *write { "--rw-fd" } else { "--ro-fd" };
                 let fd = take_inherited_fd(option, n).unwrap_or_else(|why| usage(why));
+                keep(&fd, *write);
                 rules.push(grant_rule(fd, *write, format_args!("grant descriptor {n}")));
             }
         }
         for (grant, write) in &opts.grants {
             if let Grant::Path(path) = grant {
-                rules.push(open_grant(path, *write));
+                let fd = open_path(path, "grant path");
+                keep(&fd, *write);
+                rules.push(grant_rule(
+                    fd,
+                    *write,
+                    format_args!("grant path {}", path.display()),
+                ));
             }
         }
+        let protect: Vec<OwnedFd> = opts
+            .protect
+            .iter()
+            .map(|p| match *p {
+                Grant::Fd(n) => {
+                    take_inherited_fd("--protect-fd", n).unwrap_or_else(|why| usage(why))
+                }
+                Grant::Path(ref path) => open_path(path, "protected path"),
+            })
+            .collect();
         let sockets = open_sockets(&opts.sockets);
         let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        if opts.no_supervise {
+            if !protect.is_empty() {
+                usage("--protect needs the supervisor; it cannot be combined with --no-supervise");
+            }
+            run_plain(plan, rules, sockets, opts, argv);
+        }
+        if let Err(why) = crate::supervise::available() {
+            // Never a silent run without what the caller asked for: callers
+            // read `--isolation` and pass --no-supervise (naming the gaps).
+            fail(format_args!(
+                "cannot supervise metadata and protected paths: {why} (pass --no-supervise to run with plain Landlock)"
+            ));
+        }
+        let fence =
+            crate::supervise::Fence::new(&writable, &protect).unwrap_or_else(|why| usage(why));
+        drop(writable);
+        drop(protect);
+        let (env, argv) = (opts.env.clone(), argv.to_vec());
+        crate::supervise::run(
+            fence,
+            crate::supervise::Launcher {
+                confine: Box::new(move || {
+                    if confine(&plan, rules, sockets, true) < ABI::V3 {
+                        eprintln!("{PARTIAL}");
+                    }
+                }),
+                exec: Box::new(move || exec(&argv, &env)),
+                fail: fail_args,
+                drop_capabilities,
+                release_status,
+            },
+        )
+    }
+
+    fn run_plain(
+        plan: Plan,
+        rules: Vec<PathBeneath<OwnedFd>>,
+        sockets: Vec<OwnedFd>,
+        opts: &Opts,
+        argv: &[OsString],
+    ) -> ! {
         // Below ABI 3 truncate(2) is not handled: files outside the grants can
         // still be truncated. Informational only; the caller decides.
-        if confine(&plan, rules, sockets) < ABI::V3 {
+        if confine(&plan, rules, sockets, false) < ABI::V3 {
             eprintln!("{PARTIAL}");
         }
         exec(argv, &opts.env)
@@ -887,7 +1001,7 @@ mod linux {
         // The whole confinement, socket isolation included: the probe vouches
         // for what a run does.
         let plan = plan(kernel_abi(), false).unwrap_or_else(|why| fail(why));
-        let abi = confine(&plan, rules, Vec::new());
+        let abi = confine(&plan, rules, Vec::new(), false);
         let create = |p: PathBuf| OpenOptions::new().write(true).create_new(true).open(p);
         create(dir.join("inside/ok")).or_fail("the allowed write was refused");
         match create(dir.join("outside/escape")) {
@@ -905,7 +1019,8 @@ mod linux {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         // The channel first, before anything else can fail or open a file.
         if let Some(value) = status_fd_arg(&args) {
-            let _ = STATUS.set(take_status_fd(value));
+            let fd = take_status_fd(value);
+            *STATUS.lock().unwrap_or_else(PoisonError::into_inner) = Some(fd);
         }
         match parse(&args) {
             Ok(Cmd::Run(opts, argv)) => run(&opts, &argv),

@@ -383,12 +383,32 @@ fn process_group_leader_on_a_terminal_gives_the_terminal_up() {
 }
 
 #[test]
-fn session_leader_with_a_terminal_fails_closed() {
+fn session_leader_with_a_terminal_is_detached_by_the_supervised_child() {
+    let s = scratch();
+    let marker = s.ws.join("marker");
+    // exec: the launcher is the pty's session leader. Supervised, the command
+    // is a forked child (never a session leader), so TIOCNOTTY detaches it
+    // without hanging up anyone.
+    let cmd = format!(
+        r#"exec "$LLR" --ro / --rw /dev/tty --rw "${{MARK%/*}}" -- sh -c '{TTY_CHECK}; touch "$MARK"'"#
+    );
+    let out = under_pty(&cmd, &marker);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("NO-TTY") && !stdout.contains("TTY-OPENED"),
+        "{stdout}"
+    );
+    assert!(marker.exists(), "{stdout}");
+}
+
+#[test]
+fn session_leader_with_a_terminal_fails_closed_unsupervised() {
     let s = scratch();
     let marker = s.ws.join("marker");
     // exec: the launcher is the pty's session leader; setsid() gets EPERM and
     // TIOCNOTTY would hang up its own group, so it must refuse to run.
-    let cmd = r#"exec "$LLR" --ro / --rw "${MARK%/*}" -- sh -c 'touch "$MARK"'"#;
+    let cmd = r#"exec "$LLR" --no-supervise --ro / --rw "${MARK%/*}" -- sh -c 'touch "$MARK"'"#;
     let out = under_pty(cmd, &marker);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(125), "{stdout}");
@@ -457,7 +477,7 @@ fn grammar_failures_exit_125_with_one_line() {
     failure_case(&with_touch(&["--close-fds"]));
     failure_case(&["--close-fds", "--"]);
     let out = failure_case(&[]);
-    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] -- ARGV...";
+    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] [--no-supervise] -- ARGV...";
     assert!(
         text(&out.stderr).starts_with(usage),
         "{}",
@@ -892,7 +912,14 @@ fn isolation(extra: &[&OsStr]) -> BTreeMap<String, String> {
     let keys: Vec<&str> = lines.iter().map(|l| l.0).collect();
     assert_eq!(
         keys,
-        ["abi", "signals", "abstract-sockets", "pathname-sockets"],
+        [
+            "abi",
+            "signals",
+            "abstract-sockets",
+            "pathname-sockets",
+            "metadata",
+            "protected-paths"
+        ],
         "{stdout:?}"
     );
     let facts: BTreeMap<String, String> = lines

@@ -1,0 +1,414 @@
+//! Supervised Landlock: what Landlock cannot express, governed by a seccomp
+//! user-notification supervisor.
+//!
+//! Landlock only allows, and has no right for metadata: under it alone a
+//! confined process can chmod, chown, utime, setxattr or chattr anything
+//! outside its writable roots, and cannot be kept from `.git/hooks` inside
+//! them. Here the launcher forks. The child confines itself (capabilities,
+//! terminal, Landlock, the socket filter), installs a seccomp filter that
+//! sends the governed calls (`filter.rs`) to a listener, hands the listener
+//! to the parent and execs the command. The parent is the supervisor: for
+//! each notification it resolves the child's names itself, classifies the
+//! handles by identity and performs the call on those handles (`fence.rs`),
+//! answering with the result or an installed descriptor (`notify.rs`).
+//!
+//! Lifetime: the command gets SIGKILL when the supervisor dies (parent-death
+//! signal); when the command exits, the supervisor (a child subreaper) kills
+//! whatever it left behind and exits with the command's status, or dies of
+//! the same signal. Signals sent to the launcher are passed on.
+//!
+//! A later change can ask the approval chain about one refused path: the
+//! refusal is made in one place (`Fence::perform`) while the thread waits.
+#![allow(unsafe_code)]
+
+mod fence;
+mod filter;
+mod notify;
+
+use std::fmt::Display;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+
+use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, Signal};
+
+pub use fence::Fence;
+use fence::{Child, Outcome};
+use notify::{Decoded, Listener};
+
+/// Worker threads answering notifications: a call that blocks (a FIFO opened
+/// for writing waits for a reader) must not stall every other one.
+const WORKERS: usize = 4;
+
+/// The oldest kernel with everything used here: user notification (5.0),
+/// pidfd_getfd (5.6), openat2 (5.6) and installing a descriptor as the answer
+/// (SECCOMP_ADDFD_FLAG_SEND, 5.14).
+const MIN_KERNEL: (u32, u32) = (5, 14);
+
+/// Whether this kernel can supervise; the reason when it cannot.
+pub fn available() -> Result<(), String> {
+    let release = rustix::system::uname();
+    let release = release.release().to_string_lossy();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if version < MIN_KERNEL {
+        return Err(format!(
+            "kernel {}.{} predates seccomp descriptor answers ({}.{})",
+            version.0, version.1, MIN_KERNEL.0, MIN_KERNEL.1
+        ));
+    }
+    let actions = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail")
+        .map_err(|e| format!("cannot read the seccomp actions: {e}"))?;
+    if !actions.split_whitespace().any(|a| a == "user_notif") {
+        return Err("seccomp user notification is not available".into());
+    }
+    Ok(())
+}
+
+/// What the launcher lends the supervisor.
+pub struct Launcher {
+    /// Capabilities, terminal, Landlock and socket isolation of the child.
+    pub confine: Box<dyn FnOnce()>,
+    /// Descriptor hygiene, the status record and the exec itself.
+    pub exec: Box<dyn FnOnce() -> std::convert::Infallible>,
+    /// The launcher's one failure path (125 and one line).
+    pub fail: fn(std::fmt::Arguments<'_>) -> !,
+    /// Drops the supervisor's capabilities: it then acts with exactly the
+    /// child's credentials, never as a more privileged deputy.
+    pub drop_capabilities: fn(),
+    /// Closes the parent's copy of the status channel once the child runs.
+    pub release_status: fn(),
+}
+
+/// Runs the command under supervision; never returns.
+pub fn run(fence: Fence, launcher: Launcher) -> ! {
+    let fail = launcher.fail;
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let (mut from_child, to_parent) =
+        std::io::pipe().unwrap_or_else(|e| fail(format_args!("pipe: {e}")));
+    let (go_read, mut go_write) =
+        std::io::pipe().unwrap_or_else(|e| fail(format_args!("pipe: {e}")));
+    let parent = rustix::process::getpid();
+    // SAFETY: this process is single threaded here (the launcher starts no
+    // thread before supervision), so the child may run any code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        fail(format_args!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(from_child);
+        drop(go_write);
+        child(parent, to_parent, go_read, launcher)
+    }
+    drop(to_parent);
+    drop(go_read);
+    let Some(child) = Pid::from_raw(pid) else {
+        fail(format_args!("fork returned pid {pid}"))
+    };
+    let mut number = [0u8; 4];
+    if from_child.read_exact(&mut number).is_err() {
+        // The child failed before its filter was in place and said why.
+        exit_like(wait_for(child));
+    }
+    let listener = take_listener(child, i32::from_ne_bytes(number)).unwrap_or_else(|why| {
+        let _ = rustix::process::kill_process(child, Signal::KILL);
+        fail(format_args!("cannot take the seccomp listener: {why}"))
+    });
+    (launcher.drop_capabilities)();
+    // Modes are masked with the child's own umask, read per call.
+    rustix::process::umask(rustix::fs::Mode::empty());
+    block_signals();
+    let fence = Arc::new(fence);
+    let listener = Arc::new(Listener::new(listener));
+    for _ in 0..WORKERS {
+        let (fence, listener) = (fence.clone(), listener.clone());
+        let spawned = std::thread::Builder::new()
+            .name("supervisor".into())
+            .spawn(move || serve(&fence, &listener, child));
+        if let Err(e) = spawned {
+            let _ = rustix::process::kill_process(child, Signal::KILL);
+            fail(format_args!("cannot start the supervisor: {e}"));
+        }
+    }
+    if go_write.write_all(b"g").is_err() {
+        exit_like(wait_for(child));
+    }
+    drop(go_write);
+    (launcher.release_status)();
+    supervise(child)
+}
+
+fn take_listener(child: Pid, number: i32) -> Result<OwnedFd, String> {
+    let pidfd = rustix::process::pidfd_open(child, PidfdFlags::empty())
+        .map_err(|e| format!("pidfd_open: {e}"))?;
+    rustix::process::pidfd_getfd(&pidfd, number, PidfdGetfdFlags::empty())
+        .map_err(|e| format!("pidfd_getfd: {e}"))
+}
+
+/// The child: confine, install the filters, hand over the listener, wait for
+/// the supervisor, exec.
+fn child(
+    parent: Pid,
+    mut to_parent: std::io::PipeWriter,
+    mut go: std::io::PipeReader,
+    launcher: Launcher,
+) -> ! {
+    let fail = launcher.fail;
+    // A supervisor that dies takes the command with it; one that died
+    // before this line is caught by the parent check.
+    if rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).is_err()
+        || rustix::process::getppid() != Some(parent)
+    {
+        fail(format_args!("the supervisor is gone"));
+    }
+    (launcher.confine)();
+    let listener = install().unwrap_or_else(|why| {
+        fail(format_args!(
+            "cannot install the supervising seccomp filter: {why}"
+        ))
+    });
+    let number = listener.as_raw_fd().to_ne_bytes();
+    if to_parent.write_all(&number).is_err() {
+        fail(format_args!("the supervisor is gone"));
+    }
+    drop(to_parent);
+    let mut byte = [0u8; 1];
+    if go.read_exact(&mut byte).is_err() {
+        // The supervisor failed and reported it.
+        std::process::exit(125);
+    }
+    // The command must never hold the listener: it could answer its own calls.
+    drop(listener);
+    drop(go);
+    match (launcher.exec)() {}
+}
+
+fn err(e: impl Display) -> String {
+    e.to_string()
+}
+
+/// The refusing filters, then the notifying one with a new listener.
+fn install() -> Result<OwnedFd, String> {
+    for program in filter::refusing_programs()? {
+        seccompiler::apply_filter(&program).map_err(err)?;
+    }
+    let program = filter::notify_program()?;
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(program.len()).map_err(err)?,
+        filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+    };
+    // SAFETY: `fprog` points to `program`, a live vector of sock_filter
+    // (seccompiler's type is #[repr(C)] with libc's layout) that outlives the
+    // call; the kernel copies the program. no_new_privs is set (Landlock).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EBUSY) => {
+                "another seccomp listener is already installed (nested supervision)".into()
+            }
+            _ => e.to_string(),
+        });
+    }
+    let fd = i32::try_from(rc).map_err(err)?;
+    // SAFETY: the kernel just returned `fd` as a new descriptor of ours,
+    // owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One worker: receive, decode, check the thread is still waiting, perform,
+/// answer. A broken listener fails closed: the command is killed.
+fn serve(fence: &Fence, listener: &Listener, child: Pid) {
+    loop {
+        let req = match listener.recv() {
+            Ok(Some(req)) => req,
+            Ok(None) => continue,
+            Err(e) => {
+                // EBADF/ENOTTY cannot happen with our own listener; anything
+                // else leaves calls unanswered, so nothing may run on.
+                eprintln!("landlock-run: supervisor: {e}");
+                let _ = rustix::process::kill_process(child, Signal::KILL);
+                return;
+            }
+        };
+        let who = Child { tid: req.tid };
+        let outcome = match notify::decode(&req) {
+            Err(e) => Outcome::Err(e),
+            Ok(_) if !listener.valid(req.id) => continue,
+            Ok(Decoded::Call(call)) => fence.perform(who, &call),
+            Ok(Decoded::Ioctl { fd, cmd, mut arg }) => match fence.ioctl_file(who, fd) {
+                Ok(file) => notify::ioctl_set(&file, cmd, &mut arg),
+                Err(e) => Outcome::Err(e),
+            },
+        };
+        listener.respond(req.id, outcome);
+    }
+}
+
+/// The signals the main thread waits for; blocked in every thread (workers
+/// inherit the mask), so none interrupts a worker or kills the supervisor.
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it and
+    // sigaddset only sets bits for valid signal numbers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in FORWARDED.iter().chain(&STOPS).chain(&[libc::SIGCHLD]) {
+            libc::sigaddset(&mut set, *sig);
+        }
+        set
+    }
+}
+
+const FORWARDED: [i32; 8] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+    libc::SIGALRM,
+];
+const STOPS: [i32; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+fn block_signals() {
+    let set = signal_set();
+    // SAFETY: `set` is initialised; the old mask is not wanted (null).
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// The main thread: pass signals on, reap, and follow the command out.
+fn supervise(child: Pid) -> ! {
+    let set = signal_set();
+    loop {
+        // SAFETY: siginfo_t is plain data filled by the kernel.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` and `info` are valid for the call.
+        let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
+        if sig < 0 {
+            continue;
+        }
+        if sig == libc::SIGCHLD {
+            if let Some(status) = reap(child) {
+                kill_leftovers(child);
+                exit_like(status);
+            }
+            continue;
+        }
+        // The command shares the launcher's process group, so a terminal's
+        // signals (sent by the kernel) and a group kill already reached it;
+        // what was sent to the launcher alone is passed on.
+        let from_kernel = info.si_code == libc::SI_KERNEL;
+        if !from_kernel || STOPS.contains(&sig) {
+            // SAFETY: kill takes a pid and a signal number; no memory.
+            unsafe { libc::kill(child.as_raw_nonzero().get(), sig) };
+        }
+        if STOPS.contains(&sig) {
+            // Stop with the job, as the launcher would without supervision.
+            // SAFETY: raise only sends a signal to this process.
+            unsafe { libc::raise(libc::SIGSTOP) };
+        }
+    }
+}
+
+/// Reaps every exited child; the command's wait status once it is done.
+fn reap(child: Pid) -> Option<i32> {
+    let mut done = None;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into our local.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            return done;
+        }
+        if pid == child.as_raw_nonzero().get() {
+            done = Some(status);
+        }
+    }
+}
+
+fn wait_for(child: Pid) -> i32 {
+    let mut status = 0;
+    loop {
+        // SAFETY: as in reap.
+        let pid = unsafe { libc::waitpid(child.as_raw_nonzero().get(), &mut status, 0) };
+        if pid >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return status;
+        }
+    }
+}
+
+/// Whatever the command left behind (background jobs, daemons that were
+/// reparented here): killed, generation by generation, until no child is left.
+fn kill_leftovers(child: Pid) {
+    for _ in 0..1000 {
+        let _ = rustix::process::kill_process_group(child, Signal::KILL);
+        let kids = children();
+        if kids.is_empty() {
+            return;
+        }
+        for pid in kids {
+            // SAFETY: kill takes numbers only.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        loop {
+            let mut status = 0;
+            // SAFETY: as in reap.
+            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if pid <= 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// The children of every thread of this process.
+fn children() -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    out
+}
+
+/// Exits as the command did: its code, or death by its signal.
+fn exit_like(status: i32) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        let limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain system calls on this process; `limit` and the
+        // emptied set are valid for each call. No core of the supervisor is
+        // wanted, the command's own was already written.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_CORE, &limit);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        std::process::exit(128 + sig);
+    }
+    std::process::exit(libc::WEXITSTATUS(status))
+}
