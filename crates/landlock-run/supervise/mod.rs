@@ -40,31 +40,12 @@ use notify::{Decoded, Listener};
 /// for writing waits for a reader) must not stall every other one.
 const WORKERS: usize = 4;
 
-/// The oldest kernel with everything used here: user notification (5.0),
-/// pidfd_getfd (5.6), openat2 (5.6) and installing a descriptor as the answer
-/// (SECCOMP_ADDFD_FLAG_SEND, 5.14).
-const MIN_KERNEL: (u32, u32) = (5, 14);
-
 /// Whether this kernel can supervise; the reason when it cannot.
 pub fn available() -> Result<(), String> {
-    let release = rustix::system::uname();
-    let release = release.release().to_string_lossy();
-    let mut parts = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if version < MIN_KERNEL {
-        return Err(format!(
-            "kernel {}.{} predates seccomp descriptor answers ({}.{})",
-            version.0, version.1, MIN_KERNEL.0, MIN_KERNEL.1
-        ));
-    }
-    let actions = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail")
-        .map_err(|e| format!("cannot read the seccomp actions: {e}"))?;
-    if !actions.split_whitespace().any(|a| a == "user_notif") {
-        return Err("seccomp user notification is not available".into());
-    }
-    Ok(())
+    let uname = rustix::system::uname();
+    let release = String::from_utf8_lossy(uname.release().to_bytes());
+    let actions = std::fs::read_to_string(stockade_core::supervision::ACTIONS_AVAIL).ok();
+    stockade_core::supervision::check(&release, actions.as_deref())
 }
 
 /// What the launcher lends the supervisor.

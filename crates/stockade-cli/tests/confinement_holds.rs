@@ -467,8 +467,9 @@ fn git(ws: &Path, args: &[&str]) {
     assert!(st.success(), "git {args:?}");
 }
 
-/// Channel 6: hooks and config stay read-only under bwrap while commits,
-/// branches, stashes and checkouts keep working; Landlock says its gap.
+/// Channel 6: hooks and config stay read-only under bwrap (mounts) and under
+/// Landlock (the launcher's supervisor) while commits, branches, stashes and
+/// checkouts keep working.
 #[test]
 fn git_hooks_and_config_are_read_only_but_git_works() {
     let base = base();
@@ -480,7 +481,7 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
         git(ws.path(), &["add", "a.txt"]);
         git(ws.path(), &["commit", "-q", "-m", "one"]);
         chown_tree(ws.path(), who);
-        if backends().contains(&"bwrap") {
+        for backend in backends() {
             for attack in [
                 "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/post-commit",
                 "echo '[core] hooksPath = /tmp' >> .git/config",
@@ -489,40 +490,53 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
                 // Redirections git honours even while absent.
                 "echo ../evil > .git/commondir",
                 "echo '[core] hooksPath = /tmp' > .git/config.worktree",
+                // Ways around a name: a link, a renamed directory, a symlink.
+                "ln -s hooks .git/hk && echo x > .git/hk/pre-commit",
+                "ln -s .git/hooks/pre-push p && echo x > p",
+                "mv .git/hooks .git/h2",
+                "chmod 777 .git/hooks",
             ] {
                 let out = exec(
                     who,
                     state.path(),
-                    "bwrap",
+                    backend,
                     "workspace-write",
                     ws.path(),
                     attack,
                     &[],
                 );
-                assert!(!out.status.success(), "{who:?}: `{attack}` succeeded");
+                assert!(
+                    !out.status.success(),
+                    "{who:?} {backend}: `{attack}` succeeded"
+                );
             }
-            assert!(!ws.path().join(".git/hooks/post-commit").exists());
+            for hook in ["post-commit", "pre-commit", "pre-push"] {
+                assert!(!ws.path().join(".git/hooks").join(hook).exists());
+            }
             assert!(ws.path().join(".git/HEAD").exists());
-            let work = "export HOME=$PWD/.home; g() { git -c user.name=t -c user.email=t@t -c safe.directory='*' \"$@\"; }; \
-                        echo b >> a.txt && g commit -qam two && g checkout -qb side && \
-                        echo c >> a.txt && g stash -q && g stash pop -q && g checkout -q - && \
-                        g branch -q topic && echo ok";
+            let work = format!(
+                "export HOME=$PWD/.home; g() {{ git -c user.name=t -c user.email=t@t -c safe.directory='*' \"$@\"; }}; \
+                 echo b >> a.txt && g commit -qam two && g checkout -qb side-{backend} && \
+                 echo c >> a.txt && g stash -q && g stash pop -q && g checkout -q - && \
+                 g branch -q topic-{backend} && echo ok"
+            );
             let out = exec(
                 who,
                 state.path(),
-                "bwrap",
+                backend,
                 "workspace-write",
                 ws.path(),
-                work,
+                &work,
                 &[],
             );
             assert_eq!(
                 text(&out.stdout).trim(),
                 "ok",
-                "{who:?}: {}",
+                "{who:?} {backend}: {}",
                 text(&out.stderr)
             );
         }
+        // This kernel runs the supervisor, so Landlock claims no gap here.
         let mut c = stockade_as(who, state.path());
         c.args(["exec", "--json", "--backend", "landlock", "--workspace"])
             .arg(ws.path())
@@ -531,7 +545,9 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let gaps = v["result"]["sandbox"]["gaps"].as_array().unwrap();
         assert!(
-            gaps.iter().any(|g| g["name"] == "protected-paths"),
+            !gaps
+                .iter()
+                .any(|g| g["name"] == "protected-paths" || g["name"] == "metadata"),
             "{who:?}: {v}"
         );
     }
@@ -653,6 +669,8 @@ fn probe_names_protections_gaps_and_a_refused_tmpdir() {
             );
         }
         if b["backend"] == "landlock" {
+            // Supervised on this kernel: metadata governed, no such gaps.
+            assert!(names.contains(&"metadata"), "{b}");
             let gaps: Vec<&str> = b["gaps"]
                 .as_array()
                 .unwrap()
@@ -660,7 +678,7 @@ fn probe_names_protections_gaps_and_a_refused_tmpdir() {
                 .map(|g| g["name"].as_str().unwrap())
                 .collect();
             assert!(
-                gaps.contains(&"metadata") && gaps.contains(&"protected-paths"),
+                !gaps.contains(&"metadata") && !gaps.contains(&"protected-paths"),
                 "{b}"
             );
         }

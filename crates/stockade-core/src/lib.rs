@@ -11,6 +11,7 @@ mod policy;
 mod provider;
 mod runner_failure;
 pub mod status;
+pub mod supervision;
 pub mod texts;
 
 pub use mode::{

@@ -39,12 +39,18 @@ pub(crate) struct HostFacts {
     pub proc_read_only: Vec<PathBuf>,
     pub proc_masked: Vec<(PathBuf, bool)>,
     pub landlock_abi: Option<u8>,
+    /// The Landlock launcher's supervisor can run on this kernel.
+    pub supervised: bool,
 }
 
 impl HostFacts {
     /// Only entries present here: bwrap cannot create a mount point inside
     /// procfs, so binding over a missing one would fail every run.
-    pub fn gather(exists: impl Fn(&Path) -> bool, landlock_abi: Option<u8>) -> Self {
+    pub fn gather(
+        exists: impl Fn(&Path) -> bool,
+        landlock_abi: Option<u8>,
+        supervised: bool,
+    ) -> Self {
         Self {
             proc_read_only: profile::PROC_READ_ONLY
                 .iter()
@@ -57,6 +63,7 @@ impl HostFacts {
                 .filter(|(p, _)| exists(p))
                 .collect(),
             landlock_abi,
+            supervised,
         }
     }
 }
@@ -101,6 +108,8 @@ pub(crate) fn prepare(
     if bwrap_like {
         profile.proc_read_only = facts.proc_read_only.clone();
         profile.proc_masked = facts.proc_masked.clone();
+    } else {
+        profile.unsupervised = !facts.supervised;
     }
     if backend.is_some() {
         profile.status_fd = Some(STATUS_FD);
@@ -124,7 +133,9 @@ pub(crate) fn prepare(
             });
             writable.push(root.path().to_path_buf());
         }
-        if bwrap_like {
+        // bwrap binds them read-only; under Landlock the supervisor keeps
+        // them (without it the result names the protected-paths gap).
+        if bwrap_like || facts.supervised {
             protect(pins, &ws, &mut fds, &mut profile)?;
         }
     }
@@ -266,21 +277,24 @@ pub(crate) fn gaps_for(
     backend: Backend,
     mode: ConfiningMode,
     abi: Option<u8>,
+    supervised: bool,
     allow_sockets: &[PathBuf],
 ) -> Vec<Gap> {
     let abi_n = abi.unwrap_or(0);
     let mut out = Vec::new();
-    if backend == Backend::Landlock {
+    if backend == Backend::Landlock && !supervised {
         out.push(Gap::new(
             gaps::METADATA,
-            "Landlock has no rights for metadata: mode, owner, timestamps, extended attributes and inode flags of files outside the writable roots can still be changed",
+            "Landlock has no rights for metadata and this kernel cannot run the supervisor (seccomp user notification, Linux 5.14): mode, owner, timestamps, extended attributes and inode flags of files outside the writable roots can still be changed",
         ));
         if mode == ConfiningMode::WorkspaceWrite {
             out.push(Gap::new(
                 gaps::PROTECTED_PATHS,
-                "Landlock cannot exclude a path from an allowed root: .git/hooks and .git/config inside the workspace stay writable",
+                "Landlock cannot exclude a path from an allowed root and this kernel cannot run the supervisor: .git/hooks and .git/config inside the workspace stay writable",
             ));
         }
+    }
+    if backend == Backend::Landlock {
         out.push(Gap::new(
             gaps::PROC_MASKS,
             "procfs and sysfs are read-only, but /proc/kcore, /proc/keys, /proc/timer_list and the other entries container runtimes mask stay readable",
@@ -388,7 +402,19 @@ pub(crate) fn protections_for(
                     format!("open (Landlock ABI {abi} < 6)")
                 },
             ));
-            out.push(p("git", "not governed (gap protected-paths)"));
+            if facts.supervised {
+                out.push(p(
+                    "metadata",
+                    "supervised: chmod, chown, utime, xattrs and inode flags outside the writable roots are refused by a seccomp user-notification supervisor",
+                ));
+                out.push(p(
+                    "git",
+                    ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file read-only and .git pinned, by the supervisor",
+                ));
+            } else {
+                out.push(p("metadata", "not governed (gap metadata)"));
+                out.push(p("git", "not governed (gap protected-paths)"));
+            }
         }
     }
     let allowed = if allow_sockets.is_empty() {

@@ -12,6 +12,11 @@ pub trait Host: Send + Sync {
     fn locate(&self, backend: Backend, settings: &LocalSettings) -> Result<PathBuf, String>;
     /// The running kernel's Landlock ABI, `None` without Landlock.
     fn landlock_abi(&self) -> Option<u8>;
+    /// Whether the Landlock launcher's supervisor (metadata and protected
+    /// paths) can run here; why not otherwise.
+    fn landlock_supervision(&self) -> Result<(), String> {
+        Err("the Landlock supervisor exists only on Linux".into())
+    }
     /// Run the backend's real profile for a temporary workspace: a write
     /// outside must be denied and a write inside must succeed.
     fn probe(

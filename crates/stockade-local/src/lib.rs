@@ -592,6 +592,7 @@ impl LocalProvider {
             backend,
             stockade_core::ConfiningMode::WorkspaceWrite,
             self.host_facts().landlock_abi,
+            self.host_facts().supervised,
             &self.settings.allow_sockets,
         )
     }
@@ -611,11 +612,14 @@ impl LocalProvider {
 impl LocalProvider {
     fn host_facts(&self) -> &confine::HostFacts {
         self.host_facts.get_or_init(|| {
-            let abi = match self.platform {
-                Platform::Linux => self.host.landlock_abi(),
-                _ => None,
+            let (abi, supervised) = match self.platform {
+                Platform::Linux => (
+                    self.host.landlock_abi(),
+                    self.host.landlock_supervision().is_ok(),
+                ),
+                _ => (None, false),
             };
-            confine::HostFacts::gather(|p| p.exists(), abi)
+            confine::HostFacts::gather(|p| p.exists(), abi, supervised)
         })
     }
 
@@ -694,6 +698,7 @@ impl LocalProvider {
                 backend,
                 policy.mode,
                 self.host_facts().landlock_abi,
+                self.host_facts().supervised,
                 &self.settings.allow_sockets,
             ),
             runner_env_remove,

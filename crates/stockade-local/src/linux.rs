@@ -91,6 +91,13 @@ impl Host for LinuxHost {
         }
     }
 
+    fn landlock_supervision(&self) -> Result<(), String> {
+        let uname = rustix::system::uname();
+        let release = String::from_utf8_lossy(uname.release().to_bytes());
+        let actions = fs::read_to_string(stockade_core::supervision::ACTIONS_AVAIL).ok();
+        stockade_core::supervision::check(&release, actions.as_deref())
+    }
+
     fn landlock_abi(&self) -> Option<u8> {
         // The crate deliberately hides the raw ABI; asking it to *require*
         // each ABI's rights answers the same question without unsafe code.
@@ -135,7 +142,11 @@ impl Host for LinuxHost {
         // The probe runs the real profile: the workspace handed over as a
         // held descriptor, the procfs covers, the closer with its isolation.
         let held = fs::File::open(&ws).map_err(|e| format!("cannot open {}: {e}", ws.display()))?;
-        let facts = crate::confine::HostFacts::gather(|p| p.exists(), None);
+        let facts = crate::confine::HostFacts::gather(
+            |p| p.exists(),
+            None,
+            self.landlock_supervision().is_ok(),
+        );
         let attempt = |mode: ConfiningMode, target: &Path| -> Result<(bool, String), String> {
             let mut profile = LinuxProfile {
                 fd_closer: fd_closer.map(Path::to_path_buf),
@@ -144,6 +155,8 @@ impl Host for LinuxHost {
             if backend == Backend::Bwrap {
                 profile.proc_read_only = facts.proc_read_only.clone();
                 profile.proc_masked = facts.proc_masked.clone();
+            } else {
+                profile.unsupervised = !facts.supervised;
             }
             if mode == ConfiningMode::WorkspaceWrite {
                 profile.roots.push(Grant {

@@ -89,6 +89,10 @@ pub struct LinuxProfile {
     /// Variables the launcher sets for the command only (`--setenv`): the
     /// loader's, which the runners themselves start without.
     pub command_env: Vec<(OsString, OsString)>,
+    /// Landlock only: this host cannot run the launcher's supervisor, so it
+    /// is asked for plain Landlock (`--no-supervise`) and the result names
+    /// the metadata and protected-paths gaps.
+    pub unsupervised: bool,
 }
 
 /// The `/proc` entries bwrap must cover read-only in a confining mode.
@@ -264,6 +268,15 @@ pub fn landlock_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
             None => push_path(&mut out, "--rw", &root.path, None),
         }
     }
+    // Read-only inside the roots, by the supervisor; a pinned directory is
+    // pinned there as an ancestor of what it protects.
+    for prot in p.protected.iter().filter(|p| p.read_only) {
+        out.push("--protect-fd".into());
+        out.push(prot.fd.to_string().into());
+    }
+    if p.unsupervised {
+        out.push("--no-supervise".into());
+    }
     push_launcher_common(&mut out, p);
     out.push("--".into());
     out.extend(argv.iter().cloned());
@@ -355,6 +368,7 @@ mod tests {
             allow_sockets: vec!["/run/a.sock".into()],
             fd_closer: Some("/opt/landlock-run".into()),
             command_env: vec![("LD_LIBRARY_PATH".into(), "/work/ws/lib".into())],
+            unsupervised: false,
         }
     }
 
@@ -496,6 +510,8 @@ mod tests {
                 "4",
                 "--rw-fd",
                 "5",
+                "--protect-fd",
+                "7",
                 "--status-fd",
                 "3",
                 "--allow-socket",
@@ -508,6 +524,13 @@ mod tests {
                 "echo hi"
             ]
         );
+        // A host without the supervisor asks for plain Landlock, explicitly.
+        let plain = LinuxProfile {
+            unsupervised: true,
+            ..ww_profile()
+        };
+        assert!(strs(&landlock_args(&plain, &cmd())).contains(&"--no-supervise"));
+        assert!(!strs(&landlock_args(&ww_profile(), &cmd())).contains(&"--no-supervise"));
         // By path (probes of a private directory).
         let by_path = LinuxProfile {
             roots: vec![Grant {

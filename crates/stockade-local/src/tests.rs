@@ -25,6 +25,8 @@ struct FakeHost {
     /// What `canonicalize` resolves; anything else does not resolve.
     canonical: HashMap<PathBuf, PathBuf>,
     files: Vec<PathBuf>,
+    /// The Landlock launcher's supervisor can run.
+    supervised: bool,
 }
 
 impl FakeHost {
@@ -72,6 +74,13 @@ impl Host for FakeHost {
     }
     fn landlock_abi(&self) -> Option<u8> {
         self.abi
+    }
+    fn landlock_supervision(&self) -> Result<(), String> {
+        if self.supervised {
+            Ok(())
+        } else {
+            Err("no seccomp user notification".into())
+        }
     }
     fn probe(
         &self,
@@ -889,6 +898,46 @@ fn landlock_results_name_their_gaps() {
             .iter()
             .any(|g| g.name == stockade_core::gaps::PROTECTED_PATHS)
     );
+    // With the supervisor, metadata and protected paths are governed, and
+    // the launcher is handed the protected paths instead of --no-supervise.
+    let mut host = FakeHost::linux(false, true, Some(7));
+    host.supervised = true;
+    let (p, _) = provider(host, LocalSettings::default(), Platform::Linux);
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let c = p
+        .confine(
+            &argv(),
+            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws.path()),
+        )
+        .unwrap();
+    let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
+    assert!(
+        !names.contains(&stockade_core::gaps::METADATA)
+            && !names.contains(&stockade_core::gaps::PROTECTED_PATHS),
+        "{names:?}"
+    );
+    assert!(
+        !c.argv.iter().any(|a| a == "--no-supervise"),
+        "{:?}",
+        c.argv
+    );
+    assert!(c.argv.iter().any(|a| a == "--protect-fd"), "{:?}", c.argv);
+    // Without it, plain Landlock is asked for by name, never assumed.
+    let (p, _) = provider(
+        FakeHost::linux(false, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let c = p
+        .confine(
+            &argv(),
+            &SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws.path()),
+        )
+        .unwrap();
+    assert!(c.argv.iter().any(|a| a == "--no-supervise"), "{:?}", c.argv);
+    assert!(!c.argv.iter().any(|a| a == "--protect-fd"), "{:?}", c.argv);
     // bwrap governs all of these; an allowlist on a pre-ABI-9 kernel opens sockets.
     let s = LocalSettings {
         allow_sockets: vec!["/run/x.sock".into()],
