@@ -176,6 +176,51 @@ pub struct Fence {
     /// Cannot be renamed or removed: the protected objects, their ancestors
     /// up to a root, and the roots themselves.
     pinned: HashSet<Id>,
+    /// The kernel's sticky-directory protections (`fs.protected_symlinks`,
+    /// `fs.protected_regular`, `fs.protected_fifos`), which it applies only
+    /// when it follows a link or opens with O_CREAT itself; the supervisor
+    /// does both its own way, so it applies them here.
+    sticky: Sticky,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Sticky {
+    symlinks: u8,
+    regular: u8,
+    fifos: u8,
+}
+
+impl Sticky {
+    /// Unreadable: the strictest level the kernel knows.
+    fn read() -> Sticky {
+        let level = |name: &str, strictest: u8| {
+            std::fs::read_to_string(format!("/proc/sys/fs/{name}"))
+                .ok()
+                .and_then(|t| t.trim().parse::<u8>().ok())
+                .unwrap_or(strictest)
+        };
+        Sticky {
+            symlinks: level("protected_symlinks", 1),
+            regular: level("protected_regular", 2),
+            fifos: level("protected_fifos", 2),
+        }
+    }
+}
+
+/// Whether `dir` is a sticky directory the protections cover at `level`
+/// (1: world-writable, 2: group-writable too) and `owner` is neither us nor
+/// the directory's owner.
+fn sticky_foreign(dir: &Stat, owner: u32, level: u8) -> bool {
+    const STICKY: u32 = 0o1000;
+    let writable = match level {
+        0 => return false,
+        1 => 0o002,
+        _ => 0o022,
+    };
+    dir.st_mode & STICKY != 0
+        && dir.st_mode & writable != 0
+        && owner != rustix::process::geteuid().as_raw()
+        && owner != dir.st_uid
 }
 
 /// A resolved name: the directory that holds it, the last component, and the
@@ -243,7 +288,10 @@ impl Fence {
     /// inside them that must stay read-only. Fails when a protected object is
     /// not beneath a writable root directory.
     pub fn new(rw: &[OwnedFd], protect: &[OwnedFd]) -> Result<Fence, String> {
-        let mut fence = Fence::default();
+        let mut fence = Fence {
+            sticky: Sticky::read(),
+            ..Fence::default()
+        };
         for fd in rw {
             let st = fs::fstat(fd).map_err(|e| format!("cannot stat a writable grant: {e}"))?;
             if kind(&st) == FileType::Directory {
@@ -512,7 +560,7 @@ impl Fence {
                 path,
                 follow,
             } => {
-                let entry = resolve(child, *dirfd, path, *follow)?;
+                let entry = self.resolve(child, *dirfd, path, *follow)?;
                 let obj = entry.obj.ok_or(Errno::NOENT)?;
                 (obj, entry.parent)
             }
@@ -529,7 +577,7 @@ impl Fence {
         path: &[u8],
         op: impl FnOnce(BorrowedFd<'_>, &CStr) -> Result<(), Errno>,
     ) -> Result<(), Errno> {
-        let entry = resolve(child, dirfd, path, false)?;
+        let entry = self.resolve(child, dirfd, path, false)?;
         let Some(parent) = entry.parent else {
             return Err(Errno::EXIST);
         };
@@ -543,7 +591,7 @@ impl Fence {
     }
 
     fn unlink(&self, child: Child, dirfd: i32, path: &[u8], flags: u32) -> Result<(), Errno> {
-        let entry = resolve(child, dirfd, path, false)?;
+        let entry = self.resolve(child, dirfd, path, false)?;
         let Some(parent) = entry.parent else {
             // rmdir(".") and unlink of "." or "..": refused by the kernel too.
             let dir = flags & AtFlags::REMOVEDIR.bits() != 0;
@@ -568,8 +616,8 @@ impl Fence {
         (new_dirfd, new): (i32, &[u8]),
         flags: u32,
     ) -> Result<(), Errno> {
-        let from = resolve(child, old_dirfd, old, false)?;
-        let to = resolve(child, new_dirfd, new, false)?;
+        let from = self.resolve(child, old_dirfd, old, false)?;
+        let to = self.resolve(child, new_dirfd, new, false)?;
         let (Some(from_dir), Some(to_dir)) = (&from.parent, &to.parent) else {
             return Err(Errno::BUSY);
         };
@@ -602,14 +650,14 @@ impl Fence {
         let (obj, parent) = if empty {
             (Obj::from_fd(child_fd(child, old_dirfd)?)?, None)
         } else {
-            let e = resolve(child, old_dirfd, old, follow)?;
+            let e = self.resolve(child, old_dirfd, old, follow)?;
             (e.obj.ok_or(Errno::NOENT)?, e.parent)
         };
         if obj.is_dir() {
             return Err(Errno::PERM);
         }
         self.require(&obj, parent.as_ref().map(|p| p.as_fd()), false)?;
-        let to = resolve(child, new_dirfd, new, false)?;
+        let to = self.resolve(child, new_dirfd, new, false)?;
         let Some(to_dir) = to.parent else {
             return Err(Errno::EXIST);
         };
@@ -629,7 +677,7 @@ impl Fence {
     }
 
     fn truncate(&self, child: Child, path: &[u8], len: u64) -> Result<(), Errno> {
-        let entry = resolve(child, AT_FDCWD, path, true)?;
+        let entry = self.resolve(child, AT_FDCWD, path, true)?;
         let obj = entry.obj.ok_or(Errno::NOENT)?;
         self.require(&obj, entry.parent.as_ref().map(|p| p.as_fd()), false)?;
         match kind(&obj.st) {
@@ -640,6 +688,28 @@ impl Fence {
         let flags = OFlags::WRONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let file = fs::open(obj.proc_path(), flags, Mode::empty())?;
         fs::ftruncate(&file, len)
+    }
+
+    fn resolve(&self, child: Child, dirfd: i32, path: &[u8], follow: bool) -> Result<Entry, Errno> {
+        resolve_with(child, dirfd, path, follow, self.sticky)
+    }
+
+    /// O_CREAT on an existing file, as the kernel checks it
+    /// (protected_regular, protected_fifos): the reopen below has no O_CREAT.
+    fn may_open_existing_with_create(
+        &self,
+        obj: &Obj,
+        parent: Option<&OwnedFd>,
+    ) -> Result<(), Errno> {
+        let level = match kind(&obj.st) {
+            FileType::RegularFile => self.sticky.regular,
+            FileType::Fifo => self.sticky.fifos,
+            _ => return Ok(()),
+        };
+        match parent {
+            Some(p) if sticky_foreign(&fs::fstat(p)?, obj.st.st_uid, level) => Err(Errno::ACCESS),
+            _ => Ok(()),
+        }
     }
 
     fn open(&self, child: Child, dirfd: i32, path: &[u8], flags: u32, mode: u32) -> Outcome {
@@ -666,7 +736,7 @@ impl Fence {
         let base = (requested - OFlags::CLOEXEC) | OFlags::NOCTTY | OFlags::CLOEXEC;
         let perm = || Mode::from_raw_mode(mode & !umask(child) & 0o7777);
         if flags & O_TMPFILE_BIT != 0 {
-            let entry = resolve(child, dirfd, path, true)?;
+            let entry = self.resolve(child, dirfd, path, true)?;
             let dir = entry.obj.ok_or(Errno::NOENT)?;
             if !dir.is_dir() {
                 return Err(Errno::NOTDIR);
@@ -678,7 +748,7 @@ impl Fence {
         let exclusive = create && requested.contains(OFlags::EXCL);
         let follow = !requested.contains(OFlags::NOFOLLOW) && !exclusive;
         for _ in 0..MAX_RETRIES {
-            let entry = resolve(child, dirfd, path, follow)?;
+            let entry = self.resolve(child, dirfd, path, follow)?;
             if let Some(obj) = entry.obj {
                 if exclusive {
                     return Err(Errno::EXIST);
@@ -687,6 +757,9 @@ impl Fence {
                     return Err(Errno::LOOP);
                 }
                 self.require(&obj, entry.parent.as_ref().map(|p| p.as_fd()), true)?;
+                if create {
+                    self.may_open_existing_with_create(&obj, entry.parent.as_ref())?;
+                }
                 let reopen = base - OFlags::CREATE - OFlags::EXCL - OFlags::NOFOLLOW;
                 return fs::open(obj.proc_path(), reopen, Mode::empty());
             }
@@ -832,7 +905,13 @@ fn child_magic(child: Child, path: &[u8]) -> Option<(Result<OwnedFd, Errno>, Vec
 /// every step is a handle this function holds. Magic links are never
 /// followed, except the child's own descriptors and working directory named
 /// through `/proc/self`.
-fn resolve(child: Child, dirfd: i32, path: &[u8], follow: bool) -> Result<Entry, Errno> {
+fn resolve_with(
+    child: Child,
+    dirfd: i32,
+    path: &[u8],
+    follow: bool,
+    sticky: Sticky,
+) -> Result<Entry, Errno> {
     if path.is_empty() {
         return Err(Errno::NOENT);
     }
@@ -918,6 +997,10 @@ fn resolve(child: Child, dirfd: i32, path: &[u8], follow: bool) -> Result<Entry,
         };
         match obj {
             Some(o) if o.is_symlink() && (follow || trailing) => {
+                // As the kernel would on following it (protected_symlinks).
+                if sticky_foreign(&fs::fstat(&parent)?, o.st.st_uid, sticky.symlinks.min(1)) {
+                    return Err(Errno::ACCESS);
+                }
                 let target = fs::readlinkat(&o.fd, c"", Vec::new())?;
                 path = target.into_bytes();
                 base = Some(parent);
