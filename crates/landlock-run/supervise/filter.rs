@@ -106,7 +106,7 @@ pub const GOVERNED: &[(i64, Sys)] = &[
     (libc::SYS_ioctl, Sys::Ioctl),
 ];
 
-/// arm64 has only the `*at` forms.
+/// arm64 has only the `*at` forms (and of renames only renameat2).
 #[cfg(target_arch = "aarch64")]
 pub const GOVERNED: &[(i64, Sys)] = &[
     (libc::SYS_openat, Sys::Openat),
@@ -114,7 +114,6 @@ pub const GOVERNED: &[(i64, Sys)] = &[
     (libc::SYS_mknodat, Sys::Mknodat),
     (libc::SYS_symlinkat, Sys::Symlinkat),
     (libc::SYS_unlinkat, Sys::Unlinkat),
-    (libc::SYS_renameat, Sys::Renameat),
     (libc::SYS_renameat2, Sys::Renameat2),
     (libc::SYS_linkat, Sys::Linkat),
     (libc::SYS_truncate, Sys::Truncate),
