@@ -766,6 +766,10 @@ impl Fence {
             if !create {
                 return Err(Errno::NOENT);
             }
+            // "name/" can only be a directory, which open never creates.
+            if path.last() == Some(&b'/') {
+                return Err(Errno::ISDIR);
+            }
             let Some(parent) = entry.parent else {
                 return Err(Errno::ISDIR);
             };
