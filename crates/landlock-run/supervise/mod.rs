@@ -85,6 +85,9 @@ pub fn run(fence: Fence, launcher: Launcher) -> ! {
     }
     drop(to_parent);
     drop(go_read);
+    // Before anything can make the child exit: an unblocked SIGCHLD is
+    // discarded, and the wait below would then never end.
+    block_signals();
     let Some(child) = Pid::from_raw(pid) else {
         fail(format_args!("fork returned pid {pid}"))
     };
@@ -97,10 +100,17 @@ pub fn run(fence: Fence, launcher: Launcher) -> ! {
         let _ = rustix::process::kill_process(child, Signal::KILL);
         fail(format_args!("cannot take the seccomp listener: {why}"))
     });
+    // The child may go on at once: its calls wait in the listener's queue
+    // until a worker takes them, and no worker starts before the
+    // capabilities are dropped below.
+    if go_write.write_all(b"g").is_err() {
+        exit_like(wait_for(child));
+    }
+    drop(go_write);
+    (launcher.release_status)();
     (launcher.drop_capabilities)();
     // Modes are masked with the child's own umask, read per call.
     rustix::process::umask(rustix::fs::Mode::empty());
-    block_signals();
     let fence = Arc::new(fence);
     let listener = Arc::new(Listener::new(listener));
     for _ in 0..WORKERS {
@@ -113,11 +123,6 @@ pub fn run(fence: Fence, launcher: Launcher) -> ! {
             fail(format_args!("cannot start the supervisor: {e}"));
         }
     }
-    if go_write.write_all(b"g").is_err() {
-        exit_like(wait_for(child));
-    }
-    drop(go_write);
-    (launcher.release_status)();
     supervise(child)
 }
 
@@ -213,6 +218,7 @@ fn serve(fence: &Fence, listener: &Listener, child: Pid) {
         let req = match listener.recv() {
             Ok(Some(req)) => req,
             Ok(None) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => return,
             Err(e) => {
                 // EBADF/ENOTTY cannot happen with our own listener; anything
                 // else leaves calls unanswered, so nothing may run on.
@@ -271,6 +277,12 @@ fn block_signals() {
 /// The main thread: pass signals on, reap, and follow the command out.
 fn supervise(child: Pid) -> ! {
     let set = signal_set();
+    // A child that is already gone left its SIGCHLD pending (blocked since
+    // the fork); reaping first costs nothing and never waits.
+    if let Some(status) = reap(child) {
+        kill_leftovers(child);
+        exit_like(status);
+    }
     loop {
         // SAFETY: siginfo_t is plain data filled by the kernel.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -334,6 +346,15 @@ fn wait_for(child: Pid) -> i32 {
 fn kill_leftovers(child: Pid) {
     for _ in 0..1000 {
         let _ = rustix::process::kill_process_group(child, Signal::KILL);
+        // No child at all means no descendant: every orphan is reparented
+        // here. The common case, and it needs no /proc scan.
+        let mut status = 0;
+        // SAFETY: as in reap.
+        let none = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
+        if none {
+            return;
+        }
         let kids = children();
         if kids.is_empty() {
             return;

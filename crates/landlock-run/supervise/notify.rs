@@ -43,7 +43,8 @@ impl Listener {
     }
 
     /// Blocks for the next notification. `Ok(None)`: the notifying thread
-    /// went away before it could be read (ENOENT); try again.
+    /// went away before it could be read (ENOENT); try again. `Err` with
+    /// `ErrorKind::NotConnected`: no process uses the filter any more.
     pub fn recv(&self) -> io::Result<Option<Request>> {
         // SAFETY: seccomp_notif is plain old data; the kernel requires it
         // zeroed on entry.
@@ -55,10 +56,30 @@ impl Listener {
                 nr: i64::from(n.data.nr),
                 args: n.data.args,
             })),
+            // Once every user of the filter is gone, RECV fails at once,
+            // forever: tell that apart from one thread that died, or the
+            // workers would spin.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && self.hung_up() => Err(
+                io::Error::new(io::ErrorKind::NotConnected, "the filter has no users"),
+            ),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// The listener reports POLLHUP when no task uses the filter.
+    fn hung_up(&self) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call; a zero timeout never blocks.
+        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+        rc > 0
+            && pfd.revents & libc::POLLIN == 0
+            && pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0
     }
 
     /// The thread is still blocked in this very call: what was read from

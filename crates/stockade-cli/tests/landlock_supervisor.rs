@@ -1903,3 +1903,24 @@ exit 0
         );
     }
 }
+
+/// A command that is gone before the supervisor is fully up (a static
+/// do-nothing binary, many times over) still ends the launcher at once: the
+/// child's exit must never be missed. A lost SIGCHLD hangs the launcher,
+/// which `output` turns into a failure.
+#[test]
+fn a_command_that_exits_at_once_never_hangs_the_launcher() {
+    let s = Scratch::new(Who::Me, |_, _| {});
+    for code in 0..60 {
+        let script = format!("exit {}", code % 4);
+        let out = output(&mut launcher(
+            Who::Me,
+            &s.ws,
+            &[],
+            &[os("/bin/sh"), os("-c"), os(&script)],
+        ));
+        assert_eq!(out.status.code(), Some(code % 4), "{}", text(&out.stderr));
+        let out = output(&mut launcher(Who::Me, &s.ws, &[], &[os("/bin/true")]));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+}
