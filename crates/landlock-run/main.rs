@@ -800,6 +800,12 @@ mod linux {
                 rules.push(grant_rule(fd, *write, format_args!("grant descriptor {n}")));
             }
         }
+        let mut protect = Vec::new();
+        for p in &opts.protect {
+            if let Grant::Fd(n) = *p {
+                protect.push(take_inherited_fd("--protect-fd", n).unwrap_or_else(|why| usage(why)));
+            }
+        }
         for (grant, write) in &opts.grants {
             if let Grant::Path(path) = grant {
                 let fd = open_path(path, "grant path");
@@ -811,16 +817,11 @@ mod linux {
                 ));
             }
         }
-        let protect: Vec<OwnedFd> = opts
-            .protect
-            .iter()
-            .map(|p| match *p {
-                Grant::Fd(n) => {
-                    take_inherited_fd("--protect-fd", n).unwrap_or_else(|why| usage(why))
-                }
-                Grant::Path(ref path) => open_path(path, "protected path"),
-            })
-            .collect();
+        for p in &opts.protect {
+            if let Grant::Path(path) = p {
+                protect.push(open_path(path, "protected path"));
+            }
+        }
         let sockets = open_sockets(&opts.sockets);
         let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
         if opts.no_supervise {
