@@ -910,7 +910,16 @@ mod linux {
             .args(&argv[1..])
             .envs(env.iter().map(|(k, v)| (k, v)))
             .exec();
-        fail(format_args!("cannot execute {:?}: {err}", argv[0]))
+        // The confinement is in place; the command itself cannot run. That
+        // is the command's failure (as a shell reports it), not ours.
+        let Some(errno) = err.raw_os_error() else {
+            fail(format_args!("cannot execute {:?}: {err}", argv[0]))
+        };
+        let program = argv[0].to_string_lossy();
+        let (code, line) = RunnerStatus::shell_exec_failure(&program, errno);
+        eprintln!("{line}");
+        report(&RunnerStatus::not_executable_record(code, &line));
+        exit(code)
     }
 
     /// Proves enforcement end to end in a throwaway child: a write the ruleset

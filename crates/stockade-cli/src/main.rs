@@ -115,7 +115,8 @@ fn exit_code(exit: &ExitFacts) -> ExitCode {
 }
 
 fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("stockade: {message}");
+    // A closed or broken stderr loses the message, never the exit status.
+    let _ = writeln!(std::io::stderr(), "stockade: {message}");
     ExitCode::from(code)
 }
 
@@ -174,6 +175,9 @@ async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(mut fu
 enum Outcome {
     Finished(Box<ShellResult>),
     Failed(ExitCode),
+    /// The sandbox itself could not run: the only outcome after which the
+    /// cached backend verdict may be stale.
+    Unavailable(ExitCode),
 }
 
 async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPolicy) -> Outcome {
@@ -191,7 +195,30 @@ async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPo
     };
     match result {
         Ok(r) => Outcome::Finished(Box::new(r)),
-        Err(ShellError::SandboxUnavailable(e)) => Outcome::Failed(fail(EXIT_UNAVAILABLE, e)),
+        Err(ShellError::SandboxUnavailable(e)) => Outcome::Unavailable(fail(EXIT_UNAVAILABLE, e)),
+        // Unconfined (danger-full-access): the same words and statuses a
+        // shell, or the launcher under a sandbox, gives.
+        Err(ShellError::Start {
+            ref program,
+            ref source,
+            ..
+        }) if let Some(errno) = source.raw_os_error()
+            && matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound
+                    | std::io::ErrorKind::NotADirectory
+                    | std::io::ErrorKind::PermissionDenied
+            ) =>
+        {
+            let (code, line) = stockade_core::status::RunnerStatus::shell_exec_failure(
+                &program.to_string_lossy(),
+                errno,
+            );
+            let _ = writeln!(std::io::stderr(), "{line}");
+            Outcome::Failed(ExitCode::from(
+                u8::try_from(code).unwrap_or(EXIT_CANNOT_START),
+            ))
+        }
         Err(e @ ShellError::Start { .. }) if not_found(&e) => {
             Outcome::Failed(fail(EXIT_NOT_FOUND, e))
         }
@@ -303,11 +330,14 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
     let first = match run_once(&exec, &args, policy).await {
         Outcome::Finished(r) => r,
-        Outcome::Failed(code) => {
+        Outcome::Unavailable(code) => {
             // The cached auto verdict may be stale; the next run re-probes.
             provider.forget_verdict();
             return Ok(code);
         }
+        // A command that could not start (a typo under danger-full-access)
+        // says nothing about the backends.
+        Outcome::Failed(code) => return Ok(code),
     };
     if !first.denied() {
         if args.json {
@@ -327,7 +357,7 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // The grant is this one retry; nothing remembers it.
     let retry = match run_once(&exec, &args, ExecutionPolicy::new(to, workspace)).await {
         Outcome::Finished(r) => r,
-        Outcome::Failed(code) => return Ok(code),
+        Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),
     };
     if args.json {
         print_json(&first, Some(&retry))?;

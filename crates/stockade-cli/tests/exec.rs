@@ -586,3 +586,49 @@ fn json_prints_the_result_facts() {
         );
     }
 }
+
+/// A command that is not there or not executable exits 127 or 126 with the
+/// shell's wording, on every backend and without a sandbox; only a real
+/// runner failure is 125. None of them makes stockade forget its verdict.
+#[test]
+fn a_missing_or_unexecutable_command_exits_127_or_126() {
+    for backend in backends() {
+        let s = scratch();
+        fs::write(s.ws.join("not-executable.sh"), "echo hi\n").unwrap();
+        let verdict = s.dir.path().join("stockade/auto-verdict");
+        if backend == "auto" {
+            let out = stockade(&s)
+                .args(["exec", "--backend", "auto", "--", "true"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            assert!(verdict.exists(), "no verdict was cached");
+        }
+        for mode in ["read-only", "workspace-write", "danger-full-access"] {
+            for (prog, code, says) in [
+                ("no-such-command-xyz", 127, "command not found"),
+                ("./no-such-file", 127, "No such file or directory"),
+                ("./not-executable.sh", 126, "Permission denied"),
+            ] {
+                let out = stockade(&s)
+                    .args(["exec", "--backend", backend, "--mode", mode, "--", prog])
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(
+                    out.status.code(),
+                    Some(code),
+                    "{backend} {mode} {prog}: {err}"
+                );
+                assert!(err.contains(says), "{backend} {mode} {prog}: {err}");
+                assert!(
+                    !err.contains("sandbox unavailable") && !err.contains("[sandbox:"),
+                    "{backend} {mode} {prog}: {err}"
+                );
+                if backend == "auto" {
+                    assert!(verdict.exists(), "{mode} {prog}: the verdict was forgotten");
+                }
+            }
+        }
+    }
+}

@@ -522,28 +522,48 @@ fn missing_grant_path_fails() {
 }
 
 #[test]
-fn exec_failure_fails() {
-    for prog in [
-        "/nonexistent/landlock-run-prog",
-        "no-such-program-landlock-run",
-    ] {
-        let out = output(Command::new(BIN).args(["--ro", "/", "--", prog]));
-        assert_launcher_failure(&out);
-        let expected = format!("landlock-run: cannot execute \"{prog}\": ");
-        assert!(
-            text(&out.stderr).starts_with(&expected),
-            "{}",
-            text(&out.stderr)
-        );
+fn a_command_that_cannot_be_executed_exits_as_a_shell_says() {
+    let s = scratch();
+    let script = s.ws.join("not-executable.sh");
+    std::fs::write(&script, "echo hi\n").unwrap();
+    let script = script.to_str().unwrap().to_owned();
+    let cases = [
+        (
+            "/nonexistent/landlock-run-prog",
+            127,
+            "/nonexistent/landlock-run-prog: No such file or directory",
+        ),
+        (
+            "no-such-program-landlock-run",
+            127,
+            "no-such-program-landlock-run: command not found",
+        ),
+        (
+            script.as_str(),
+            126,
+            &*format!("{script}: Permission denied"),
+        ),
+    ];
+    for no_supervise in [false, true] {
+        for (prog, code, line) in &cases {
+            let mut c = Command::new(BIN);
+            if no_supervise {
+                c.arg("--no-supervise");
+            }
+            let out = output(c.args(["--ro", "/", "--rw"]).arg(&s.ws).args(["--", prog]));
+            assert_eq!(out.status.code(), Some(*code), "{}", text(&out.stderr));
+            assert_eq!(text(&out.stderr), format!("{line}\n"));
+        }
     }
-    // Not under any grant: the ruleset itself denies the exec.
+}
+
+#[test]
+fn an_exec_the_ruleset_denies_is_not_executable() {
+    // Not under any grant: the ruleset itself denies the exec, which a shell
+    // reports as it reports any file it may not execute.
     let out = output(Command::new(BIN).args(["--", "/bin/true"]));
-    assert_launcher_failure(&out);
-    assert!(
-        text(&out.stderr).contains("Permission denied"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "/bin/true: Permission denied\n");
 }
 
 #[test]
@@ -869,13 +889,18 @@ fn status_channel_reports_the_start_and_every_failure() {
     assert_failure_recorded(&out, &status);
     assert!(status.starts_with(b"fail usage: "), "{:?}", text(&status));
 
-    // The exec itself fails: `ok` came first, the failure record counts.
+    // The exec itself fails: `ok` came first, then the command's own
+    // not-executable record (not a runner failure).
     for head in [&[os("--ro"), os("/")][..], &[os("--close-fds")][..]] {
         let argv = [os("--"), os("/nonexistent/landlock-run-prog")];
         let (out, status) = with_status(&[head, &argv[..]].concat());
-        assert_failure_recorded(&out, &status);
-        assert!(
-            status.starts_with(b"ok\nfail cannot execute "),
+        assert_eq!(out.status.code(), Some(127));
+        assert_eq!(
+            RunnerStatus::parse(&status),
+            RunnerStatus::NotExecutable {
+                code: 127,
+                message: "/nonexistent/landlock-run-prog: No such file or directory".into()
+            },
             "{:?}",
             text(&status)
         );

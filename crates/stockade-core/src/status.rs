@@ -4,6 +4,9 @@
 //!
 //! - `ok`: written immediately before the final `execve` of the command.
 //! - `fail <message>`: the runner gave up; nothing of the command ran.
+//! - `noexec <code> <message>`: the runner was ready but the command itself
+//!   could not be executed (not found: 127, not executable: 126, as a shell
+//!   says). That is the command's failure, not the runner's.
 //!
 //! The descriptor is close-on-exec, so a successful exec closes it and the
 //! command cannot append a record. No record at all means the runner died
@@ -13,6 +16,8 @@
 pub const STARTED: &str = "ok";
 /// The prefix of a failure record; the rest of the line is the reason.
 pub const FAILED_PREFIX: &str = "fail ";
+/// The prefix of a record for a command that could not be executed.
+pub const NOT_EXECUTABLE_PREFIX: &str = "noexec ";
 
 /// What a runner's status channel said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +28,9 @@ pub enum RunnerStatus {
     Failed(String),
     /// No record: the runner never reached the point of reporting.
     Silent,
+    /// The confinement was in place but the command could not be executed:
+    /// `code` is the shell's status (127 not found, 126 not executable).
+    NotExecutable { code: i32, message: String },
 }
 
 impl RunnerStatus {
@@ -37,6 +45,14 @@ impl RunnerStatus {
                 last = RunnerStatus::Started;
             } else if let Some(why) = line.strip_prefix(FAILED_PREFIX) {
                 last = RunnerStatus::Failed(why.to_owned());
+            } else if let Some(rest) = line.strip_prefix(NOT_EXECUTABLE_PREFIX)
+                && let Some((code, message)) = rest.split_once(' ')
+                && let Ok(code @ (126 | 127)) = code.parse::<i32>()
+            {
+                last = RunnerStatus::NotExecutable {
+                    code,
+                    message: message.to_owned(),
+                };
             }
         }
         last
@@ -45,6 +61,35 @@ impl RunnerStatus {
     /// The record for a failure, one line whatever the message holds.
     pub fn failure_record(message: &str) -> String {
         format!("{FAILED_PREFIX}{}\n", message.replace(['\n', '\r'], " "))
+    }
+
+    /// The record for a command that could not be executed.
+    pub fn not_executable_record(code: i32, message: &str) -> String {
+        format!(
+            "{NOT_EXECUTABLE_PREFIX}{code} {}\n",
+            message.replace(['\n', '\r'], " ")
+        )
+    }
+
+    /// How a shell reports an `execvp` of `program` that failed with
+    /// `errno`: the exit status and the one line it prints.
+    pub fn shell_exec_failure(program: &str, errno: i32) -> (i32, String) {
+        // ENOENT and ENOTDIR: nothing to run; everything else: not runnable.
+        const ENOENT: i32 = 2;
+        const ENOTDIR: i32 = 20;
+        const EACCES: i32 = 13;
+        const ENOEXEC: i32 = 8;
+        let named_by_path = program.contains('/');
+        match errno {
+            ENOENT | ENOTDIR if !named_by_path => (127, format!("{program}: command not found")),
+            ENOENT | ENOTDIR => (127, format!("{program}: No such file or directory")),
+            EACCES => (126, format!("{program}: Permission denied")),
+            ENOEXEC => (
+                126,
+                format!("{program}: cannot execute binary file: Exec format error"),
+            ),
+            e => (126, format!("{program}: cannot execute (os error {e})")),
+        }
     }
 }
 
@@ -65,6 +110,31 @@ mod tests {
             RunnerStatus::Failed("a".into())
         );
         assert_eq!(RunnerStatus::parse(b"noise\n"), RunnerStatus::Silent);
+    }
+
+    #[test]
+    fn a_command_that_cannot_be_executed_is_its_own_record() {
+        let r = RunnerStatus::not_executable_record(127, "x: command not found");
+        assert_eq!(
+            RunnerStatus::parse(format!("ok\n{r}").as_bytes()),
+            RunnerStatus::NotExecutable {
+                code: 127,
+                message: "x: command not found".into()
+            }
+        );
+        // Only the shell's two codes; anything else is not this record.
+        assert_eq!(RunnerStatus::parse(b"noexec 0 x\n"), RunnerStatus::Silent);
+        assert_eq!(RunnerStatus::parse(b"noexec 127\n"), RunnerStatus::Silent);
+        assert_eq!(
+            RunnerStatus::shell_exec_failure("nope", 2),
+            (127, "nope: command not found".into())
+        );
+        assert_eq!(RunnerStatus::shell_exec_failure("./x", 2).0, 127);
+        assert_eq!(
+            RunnerStatus::shell_exec_failure("./x", 13),
+            (126, "./x: Permission denied".into())
+        );
+        assert_eq!(RunnerStatus::shell_exec_failure("./x", 8).0, 126);
     }
 
     #[test]

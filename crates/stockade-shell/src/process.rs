@@ -662,6 +662,9 @@ fn judge(
             // Unreachable (no rules were given); never a runner failure.
             Verdict::RunnerFailed(_) => not_started,
         },
+        // The sandbox was up; the command could not be executed. Its exit
+        // status (127/126) and line are its own, and nothing was denied.
+        RunnerStatus::NotExecutable { .. } => not_started,
         // Nothing ran. A timeout or cancellation is what the caller asked
         // about and is reported as such; stderr denial lines, if any, were
         // the runner's, not a refused effect of the command.
@@ -735,6 +738,17 @@ mod tests {
             );
             assert_eq!(v, ran(true), "the denial is kept");
         }
+    }
+
+    #[test]
+    fn a_command_that_cannot_be_executed_is_neither_denied_nor_a_runner_failure() {
+        let reported = RunnerStatus::NotExecutable {
+            code: 126,
+            message: "./x: Permission denied".into(),
+        };
+        // Its "Permission denied" line is the exec's, not a refused effect.
+        let v = judge(reported, ran(true), Some("bwrap: fake"), &EXIT_1, false);
+        assert_eq!(v, ran(false));
     }
 
     #[test]
