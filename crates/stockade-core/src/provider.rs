@@ -130,7 +130,13 @@ impl fmt::Display for SandboxUnavailable {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{}: {}", a.backend, a.detail)?;
+            // A runner's own line names itself ("bwrap: ..."): once is enough.
+            let detail = a
+                .detail
+                .strip_prefix(a.backend.as_str())
+                .and_then(|rest| rest.strip_prefix(": "))
+                .unwrap_or(&a.detail);
+            write!(f, "{}: {}", a.backend, detail)?;
         }
         Ok(())
     }
@@ -149,6 +155,18 @@ pub trait SandboxProvider: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runner_line_naming_its_backend_is_not_named_twice() {
+        let e = SandboxUnavailable::single("bwrap", "bwrap: Can't mount proc");
+        assert_eq!(
+            e.to_string(),
+            "sandbox unavailable: bwrap: Can't mount proc"
+        );
+        // Only the exact prefix: a detail that merely starts alike stays.
+        let e = SandboxUnavailable::single("bwrap", "bwrapper: x");
+        assert_eq!(e.to_string(), "sandbox unavailable: bwrap: bwrapper: x");
+    }
 
     #[test]
     fn unavailable_names_every_attempt() {

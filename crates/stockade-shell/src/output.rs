@@ -144,10 +144,11 @@ const MAX_DENIED_PATHS: usize = 8;
 pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
     let at = line.find(signature)?;
     let quoted = |s: &str| -> Option<String> {
-        let s = s.trim();
+        // `'/p',` and `` `/p`. ``: punctuation after the quote is prose.
+        let s = s.trim().trim_end_matches([',', '.', ';']);
         let close = s.chars().last()?;
         let open = match close {
-            '\'' | '"' => close,
+            '\'' | '"' | '`' => close,
             '\u{2019}' => '\u{2018}',
             _ => return None,
         };
@@ -175,6 +176,24 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
         }
     })?;
     (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// `EACCES: permission denied, open '/p'` (Node's errno dialect) as
+/// `open '/p': Permission denied`, the shape `denied_path` reads.
+fn node_dialect(line: &str) -> Option<String> {
+    const CODES: [(&str, &str); 3] = [
+        ("EACCES: permission denied, ", "Permission denied"),
+        ("EROFS: read-only file system, ", "Read-only file system"),
+        (
+            "EPERM: operation not permitted, ",
+            "Operation not permitted",
+        ),
+    ];
+    CODES.iter().find_map(|(code, text)| {
+        let at = line.find(code)?;
+        let rest = line[at + code.len()..].trim_end();
+        Some(format!("{rest}: {text}"))
+    })
 }
 
 /// landlock-run's prefix: the Landlock backend's runner, and bwrap's closer
@@ -279,6 +298,12 @@ impl Scanner {
     fn line(&mut self, raw: &[u8]) {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let line = String::from_utf8_lossy(raw);
+        // Node and npm spell errors their own way: `EACCES: permission
+        // denied, open '/p'`. Read as the strerror text it stands for.
+        let line = match node_dialect(&line) {
+            Some(canonical) => std::borrow::Cow::Owned(canonical),
+            None => line,
+        };
         if let Some(sig) = self
             .denial_signatures
             .iter()
@@ -475,6 +500,44 @@ mod tests {
         ];
         for (line, sig, want) in cases {
             assert_eq!(denied_path(line, sig), Some(PathBuf::from(want)), "{line}");
+        }
+        // Trailing punctuation and backticks (cargo), and Node's dialect.
+        assert_eq!(
+            denied_path(
+                "error: failed to create directory `/x/target`, Permission denied",
+                "Permission denied"
+            ),
+            Some(PathBuf::from("/x/target"))
+        );
+        assert_eq!(
+            denied_path(
+                "cannot write '/x/f',: Permission denied",
+                "Permission denied"
+            ),
+            Some(PathBuf::from("/x/f"))
+        );
+        for (line, sig, want) in [
+            (
+                "Error: EACCES: permission denied, open '/etc/x'",
+                "Permission denied",
+                "/etc/x",
+            ),
+            (
+                "npm ERR! EROFS: read-only file system, mkdir '/usr/lib/node_modules/y'",
+                "Read-only file system",
+                "/usr/lib/node_modules/y",
+            ),
+        ] {
+            let mut s = Scanner::new(vec![sig.into()], vec![]);
+            s.feed(format!("{line}\n").as_bytes());
+            assert_eq!(
+                s.verdict(Some(1)),
+                Verdict::Ran {
+                    denied: true,
+                    paths: vec![PathBuf::from(want)]
+                },
+                "{line}"
+            );
         }
         assert_eq!(denied_path("Permission denied", "Permission denied"), None);
         assert_eq!(
