@@ -14,7 +14,10 @@
 //! `session/request_permission` with the options `allow_once` and
 //! `reject_once`.
 //!
-//! Stdout carries protocol frames only; this crate logs to stderr.
+//! Stdout carries protocol frames only; this crate logs to stderr, and a
+//! closed or broken stderr is ignored, never fatal. A line of stdin that is
+//! not UTF-8 or longer than [`MAX_FRAME_BYTES`] is answered with a JSON-RPC
+//! parse error (`-32700`, `id: null`) and the next line is served.
 //!
 //! Environment: `$STOCKADE_CONFIG` and `$STOCKADE_MODE` as for every
 //! composition (see `stockade_agent::config`), and `$STOCKADE_STATE_DIR`:
@@ -32,6 +35,7 @@ mod answerer;
 pub mod compose;
 mod control;
 mod error;
+mod frames;
 mod server;
 mod updates;
 
@@ -41,6 +45,7 @@ use std::sync::Arc;
 pub use answerer::{ALLOW_ONCE, REJECT_ONCE};
 pub use compose::{Composition, Environment, compose};
 pub use error::ServeError;
+pub use frames::MAX_FRAME_BYTES;
 pub use server::{AcpServer, LoadedConfig, load_config};
 use stockade_roots::RootPins;
 use stockade_session::SessionStore;
@@ -100,7 +105,9 @@ pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
     server.serve_stdio().await
 }
 
-/// Stderr, never stdout: stdout is the protocol's.
+/// Stderr, never stdout: stdout is the protocol's. A closed or broken
+/// stderr loses the line; it never ends the server.
 pub(crate) fn log(message: std::fmt::Arguments<'_>) {
-    eprintln!("stockade acp: {message}");
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "stockade acp: {message}");
 }

@@ -212,8 +212,17 @@ impl AcpServer {
 
     /// Serve the client on this process's stdin and stdout. Stdout carries
     /// protocol frames only; everything else this crate says goes to stderr.
+    /// A line that is not UTF-8 or longer than
+    /// [`MAX_FRAME_BYTES`](crate::MAX_FRAME_BYTES) is answered with a parse
+    /// error and the next line is served.
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
-        self.serve(agent_client_protocol::Stdio::new()).await
+        let transport = crate::frames::transport(
+            std::io::stdin(),
+            tokio::io::stdout(),
+            crate::MAX_FRAME_BYTES,
+        )
+        .map_err(Error::into_internal_error)?;
+        self.serve(transport).await
     }
 
     fn initialize(&self, req: &InitializeRequest) -> InitializeResponse {

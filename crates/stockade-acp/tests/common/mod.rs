@@ -63,6 +63,21 @@ pub struct Binary {
     state: PathBuf,
 }
 
+impl Binary {
+    /// `stockade acp` with this config and state directory; stdio is the
+    /// caller's to set.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(stockade().expect("the stockade binary"));
+        cmd.args(["acp", "--config"])
+            .arg(&self.config)
+            .env("STOCKADE_STATE_DIR", &self.state)
+            .env_remove("STOCKADE_CONFIG")
+            .env_remove("STOCKADE_MODE")
+            .kill_on_drop(true);
+        cmd
+    }
+}
+
 /// The real `stockade` binary (a bin of stockade-cli, built next to the
 /// test binaries by `cargo test --workspace`).
 pub fn stockade() -> Option<PathBuf> {
@@ -349,13 +364,8 @@ pub fn spawn(
     stderr: std::process::Stdio,
 ) -> (tokio::process::Child, impl ConnectTo<Client> + 'static) {
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
-    let bin = stockade().expect("the stockade binary");
-    let mut child = tokio::process::Command::new(bin)
-        .args(["acp", "--config"])
-        .arg(&server.config)
-        .env("STOCKADE_STATE_DIR", &server.state)
-        .env_remove("STOCKADE_CONFIG")
-        .env_remove("STOCKADE_MODE")
+    let mut child = server
+        .command()
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(stderr)
