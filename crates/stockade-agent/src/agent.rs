@@ -128,11 +128,14 @@ impl Agent {
         &self.tools
     }
 
-    /// The request the model sees, rebuilt from the log.
+    /// The request the model sees, rebuilt from the log. Through
+    /// [`stockade_session::conversation`], so a tool call the log holds no
+    /// result for (the process died while it ran) is answered with the
+    /// interrupted result rather than poisoning every later request.
     pub fn messages(&self, records: &[Record]) -> Vec<ChatMessage> {
         let mut out = vec![ChatMessage::system(self.system_prompt.clone())];
-        for r in records {
-            match &r.event {
+        for event in stockade_session::conversation(records) {
+            match event.as_ref() {
                 Event::Message { role, content, .. } => out.push(match role {
                     Role::User => ChatMessage::user(content.clone()),
                     Role::Assistant => ChatMessage::assistant(content.clone()),

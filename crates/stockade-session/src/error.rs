@@ -53,6 +53,15 @@ pub enum SessionError {
         expected: u64,
         found: u64,
     },
+    /// Another process has this session open (it holds the log's lock), so
+    /// this one may neither repair nor append to the log: two writers would
+    /// each number their next event with the same `seq`, and the log would
+    /// never load again. Close the session there, or wait for it to end.
+    #[error(
+        "session {id} is open in another process (its log {} is locked); refusing to open it here",
+        path.display()
+    )]
+    Locked { id: SessionId, path: PathBuf },
     /// An earlier append failed part-way and its partial line could not be cut
     /// off, so any further line would land after it. Reopening the session
     /// (which repairs a torn tail) is the way back.

@@ -17,11 +17,19 @@
 //! and the line, because silently skipping a middle line would lose an event.
 //!
 //! One process owns a session at a time. Within a process, every `open` of a
-//! live session returns that session (one in-memory state per file); another
-//! process appending to the same file is detected at the next append
-//! ([`SessionError::ConcurrentWriter`]) rather than prevented.
+//! live session returns that session (one in-memory state per file). Across
+//! processes (on unix) an open session holds an exclusive advisory lock
+//! (`flock`) on its log for as long as any handle to it lives, so a second
+//! process's `create`/`open` is refused ([`SessionError::Locked`]) before it
+//! reads or writes anything. A writer that ignores the lock is still detected
+//! at the next append ([`SessionError::ConcurrentWriter`]).
+//!
+//! A tool call the log holds no result for (the process died while it ran)
+//! is answered, on every rebuild of the conversation, with
+//! [`INTERRUPTED_TOOL_RESULT`] ([`conversation()`]).
 #![forbid(unsafe_code)]
 
+pub mod conversation;
 mod error;
 mod event;
 mod header;
@@ -30,6 +38,7 @@ pub mod knobs;
 mod replay;
 mod store;
 
+pub use conversation::{INTERRUPTED_TOOL_RESULT, conversation, unanswered_tool_calls};
 pub use error::SessionError;
 pub use event::{Event, KnobSource, Record, Role, ToolCall};
 pub use header::SessionHeader;

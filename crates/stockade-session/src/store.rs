@@ -131,6 +131,13 @@ impl SessionStore {
         // `create_new`: two sessions never share a file, even if an id ever
         // repeated.
         let mut file = append_options().create_new(true).open(&path).map_err(io)?;
+        // Locked before the header is written, so no other process can open
+        // the session between its first line and our first append.
+        if let Err(e) = lock_exclusive(&file, &header.id, &path, false) {
+            drop(file);
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
         if let Err(e) = file.write_all(&bytes) {
             // A half-written new log would read as a bad header forever;
             // nothing refers to it yet, so it goes.
@@ -175,7 +182,9 @@ impl SessionStore {
     /// off the file and reported in [`Session::replay_report`]; a kept last
     /// line missing its newline gets one. Opening a session that is already
     /// open in this process returns the same session (one in-memory state per
-    /// file), never a second writer that would repeat `seq` numbers.
+    /// file), never a second writer that would repeat `seq` numbers. A
+    /// session open in another process is [`SessionError::Locked`], and its
+    /// log is neither repaired nor appended to.
     pub fn open(&self, id: &SessionId) -> Result<Session, SessionError> {
         let path = self.path_of(id);
         let io = |source| SessionError::Io {
@@ -195,13 +204,32 @@ impl SessionStore {
             }
             Err(e) => return Err(io(e)),
         };
-        if let Some(inner) = open.get(&key).and_then(Weak::upgrade) {
-            // A broken session is replayed afresh: that is its repair.
-            if !inner.lock().broken {
-                return Ok(Session { inner });
+        let live = open.get(&key).map(Weak::upgrade);
+        let mut file = match live {
+            Some(Some(inner)) => {
+                let state = inner.lock();
+                // A broken session is replayed afresh: that is its repair.
+                if !state.broken {
+                    drop(state);
+                    return Ok(Session { inner });
+                }
+                // Its handle holds the lock, and a duplicate shares it (a
+                // flock belongs to the open file description), so this
+                // replay stays the only writer.
+                state.file.try_clone().map_err(io)?
             }
-        }
+            live => {
+                let file = append_options().open(&path).map_err(io)?;
+                // A dead entry: this process had the session open, and the
+                // last handle's drop may still be closing the file (and so
+                // releasing its lock) on another thread.
+                lock_exclusive(&file, id, &path, matches!(live, Some(None)))?;
+                file
+            }
+        };
 
+        // Read only under the lock: another process's appends or repair
+        // would otherwise race this replay.
         let bytes = fs::read(&path).map_err(io)?;
         let replayed = replay(&bytes).map_err(|e| match e {
             ReplayError::BadHeader(reason) => SessionError::BadHeader {
@@ -231,7 +259,6 @@ impl SessionStore {
                 .and_then(|f| f.set_len(len))
                 .map_err(io)?;
         }
-        let mut file = append_options().open(&path).map_err(io)?;
         if replayed.missing_newline {
             file.write_all(b"\n").map_err(io)?;
             len += 1;
@@ -302,6 +329,8 @@ struct Inner {
 
 struct State {
     /// Opened with O_APPEND: every write lands at the current end of file.
+    /// It also holds the session's cross-process lock (see
+    /// [`lock_exclusive`]), released when it is closed.
     file: File,
     /// Shared with readers in flight (copy-on-write on append), so
     /// `with_records` runs its closure without holding the lock and may
@@ -490,6 +519,60 @@ fn open_sessions() -> MutexGuard<'static, HashMap<PathBuf, Weak<Inner>>> {
 fn register(open: &mut HashMap<PathBuf, Weak<Inner>>, key: PathBuf, inner: &Arc<Inner>) {
     open.retain(|_, weak| weak.strong_count() > 0);
     open.insert(key, Arc::downgrade(inner));
+}
+
+/// Take the session's cross-process lock on `file`, the session's own log
+/// handle, so the lock lives exactly as long as the session does: it goes
+/// with the handle when the last clone of the session is dropped, or when
+/// the process dies however it dies. Advisory (`flock`): it binds every
+/// opener going through this crate, and costs readers nothing.
+///
+/// `just_closed`: this process itself held the lock until a moment ago, so
+/// contention is retried briefly instead of being reported at once.
+#[cfg(unix)]
+fn lock_exclusive(
+    file: &File,
+    id: &SessionId,
+    path: &Path,
+    just_closed: bool,
+) -> Result<(), SessionError> {
+    use rustix::fs::{FlockOperation, flock};
+    use rustix::io::Errno;
+    let mut retries = if just_closed { 100 } else { 0 };
+    loop {
+        match flock(file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(Errno::INTR) => {}
+            Err(Errno::WOULDBLOCK) if retries > 0 => {
+                retries -= 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(Errno::WOULDBLOCK) => {
+                return Err(SessionError::Locked {
+                    id: id.clone(),
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(e) => {
+                return Err(SessionError::Io {
+                    path: path.to_path_buf(),
+                    source: e.into(),
+                });
+            }
+        }
+    }
+}
+
+/// No lock where there is no `flock`: a second process is then only caught
+/// at its append ([`SessionError::ConcurrentWriter`]).
+#[cfg(not(unix))]
+fn lock_exclusive(
+    _file: &File,
+    _id: &SessionId,
+    _path: &Path,
+    _just_closed: bool,
+) -> Result<(), SessionError> {
+    Ok(())
 }
 
 /// Append-only, and private to the user on unix: the log holds the whole
