@@ -69,6 +69,7 @@ struct ExecArgs {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run CMD confined, with inherited stdin/stdout/stderr; exit with its status.
+    #[command(after_help = EXEC_EXIT_CODES)]
     Exec(ExecArgs),
     /// Serve the Agent Client Protocol on stdin/stdout: a sandboxed coding
     /// agent for editors (Zed, JetBrains, Neovim). Logs go to stderr.
@@ -432,8 +433,34 @@ async fn acp(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `stockade exec --help`: what the exit status means.
+const EXEC_EXIT_CODES: &str = "Exit status:
+  CMD's own  CMD ran (possibly with some writes denied)
+  2          bad flag value or workspace: nothing ran
+  125        the sandbox is unavailable: nothing ran
+  126        CMD is not executable
+  127        CMD was not found";
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `stockade exec true`: clap only sees an unexpected argument;
+            // what is missing is the separator.
+            let missing_separator = e.kind() == clap::error::ErrorKind::UnknownArgument
+                && std::env::args_os().nth(1).is_some_and(|a| a == "exec")
+                && !std::env::args_os().any(|a| a == "--");
+            let code = e.exit_code();
+            let _ = e.print();
+            if missing_separator {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "stockade: put `--` before the command: stockade exec [OPTIONS] -- CMD [ARGS...]"
+                );
+            }
+            return ExitCode::from(u8::try_from(code).unwrap_or(EXIT_USAGE));
+        }
+    };
     let result = match cli.command {
         Cmd::Exec(args) => tokio::runtime::Builder::new_current_thread()
             .enable_all()

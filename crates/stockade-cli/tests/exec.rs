@@ -632,3 +632,31 @@ fn a_missing_or_unexecutable_command_exits_127_or_126() {
         }
     }
 }
+
+/// Without `--`, nothing runs and stockade says what is missing; the help
+/// lists the exit statuses.
+#[test]
+fn a_missing_separator_is_named_and_help_lists_the_exit_codes() {
+    let s = scratch();
+    let out = stockade(&s)
+        .args(["exec", "touch", "marker"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("put `--` before the command"), "{err}");
+    assert!(!s.ws.join("marker").exists());
+    // Another usage error says nothing about `--`.
+    let out = stockade(&s)
+        .args(["exec", "--bogus", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("put `--`"));
+    let out = stockade(&s).args(["exec", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for code in ["125", "126", "127"] {
+        assert!(help.contains(code), "{help}");
+    }
+}
