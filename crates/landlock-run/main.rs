@@ -915,7 +915,8 @@ mod linux {
         let Some(errno) = err.raw_os_error() else {
             fail(format_args!("cannot execute {:?}: {err}", argv[0]))
         };
-        let program = argv[0].to_string_lossy();
+        // Shown, never used as a path again.
+        let program = Path::new(&argv[0]).display().to_string();
         let (code, line) = RunnerStatus::shell_exec_failure(&program, errno);
         eprintln!("{line}");
         report(&RunnerStatus::not_executable_record(code, &line));

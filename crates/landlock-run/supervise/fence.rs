@@ -577,6 +577,14 @@ impl Fence {
         path: &[u8],
         op: impl FnOnce(BorrowedFd<'_>, &CStr) -> Result<(), Errno>,
     ) -> Result<(), Errno> {
+        let (parent, name) = self.new_name(child, dirfd, path)?;
+        // The kernel does not follow a last-component symlink here, so a
+        // name planted since the look-up only makes this fail (EEXIST).
+        op(parent.as_fd(), &name)
+    }
+
+    /// A name that does not exist yet, in a directory inside the fence.
+    fn new_name(&self, child: Child, dirfd: i32, path: &[u8]) -> Result<(OwnedFd, CString), Errno> {
         let entry = self.resolve(child, dirfd, path, false)?;
         let Some(parent) = entry.parent else {
             return Err(Errno::EXIST);
@@ -585,9 +593,7 @@ impl Fence {
             return Err(Errno::EXIST);
         }
         self.require_dir(parent.as_fd())?;
-        // The kernel does not follow a last-component symlink here, so a
-        // name planted since the look-up only makes this fail (EEXIST).
-        op(parent.as_fd(), &entry.name)
+        Ok((parent, entry.name))
     }
 
     fn unlink(&self, child: Child, dirfd: i32, path: &[u8], flags: u32) -> Result<(), Errno> {
@@ -657,21 +663,14 @@ impl Fence {
             return Err(Errno::PERM);
         }
         self.require(&obj, parent.as_ref().map(|p| p.as_fd()), false)?;
-        let to = self.resolve(child, new_dirfd, new, false)?;
-        let Some(to_dir) = to.parent else {
-            return Err(Errno::EXIST);
-        };
-        if to.obj.is_some() {
-            return Err(Errno::EXIST);
-        }
-        self.require_dir(to_dir.as_fd())?;
+        let (to_dir, to_name) = self.new_name(child, new_dirfd, new)?;
         // The magic name reaches the inode itself, so no name the child can
         // still change is looked up again.
         fs::linkat(
             CWD,
             obj.proc_path(),
             &to_dir,
-            &to.name,
+            &to_name,
             AtFlags::SYMLINK_FOLLOW,
         )
     }

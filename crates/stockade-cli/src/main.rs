@@ -212,7 +212,7 @@ async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPo
             ) =>
         {
             let (code, line) = stockade_core::status::RunnerStatus::shell_exec_failure(
-                &program.to_string_lossy(),
+                &program.display().to_string(),
                 errno,
             );
             let _ = writeln!(std::io::stderr(), "{line}");
