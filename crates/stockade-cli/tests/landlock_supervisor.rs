@@ -1924,3 +1924,36 @@ fn a_command_that_exits_at_once_never_hangs_the_launcher() {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     }
 }
+
+/// A writable root nested in another (a workspace under /tmp) cannot be
+/// renamed or removed by the run: the next run must find it where it was.
+/// Its siblings still move freely.
+#[test]
+fn a_nested_writable_root_cannot_be_moved_away() {
+    for who in users() {
+        let s = Scratch::new(who, |ws, _| {
+            fs::create_dir(ws.join("inner")).unwrap();
+            fs::create_dir(ws.join("sibling")).unwrap();
+        });
+        let inner = s.ws.join("inner");
+        let opts = vec![OsString::from("--rw"), inner.clone().into_os_string()];
+        let out = sh(
+            who,
+            &s.ws,
+            &opts,
+            "mv inner inner.old; echo mv=$?; rmdir inner; echo rmdir=$?; \
+             mv sibling sibling2; echo sib=$?",
+        );
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("mv=1") && stdout.contains("rmdir=1") && stdout.contains("sib=0"),
+            "{who:?}: {stdout} {}",
+            text(&out.stderr)
+        );
+        assert!(
+            inner.is_dir() && !s.ws.join("inner.old").exists(),
+            "{who:?}"
+        );
+        assert!(s.ws.join("sibling2").is_dir(), "{who:?}");
+    }
+}
