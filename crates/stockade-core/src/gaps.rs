@@ -16,6 +16,13 @@ pub const SIGNALS: &str = "signals";
 /// Some of the procfs entries container runtimes mask stay readable.
 pub const PROC_MASKS: &str = "proc-masks";
 
+/// A deny-read path this backend cannot keep unreadable here (Landlock
+/// cannot take read back beneath a writable root it grants).
+pub const DENY_READ: &str = "deny-read";
+/// The names inside a denied directory stay listable (Landlock can refuse
+/// reading a directory's files but grants listing along with its parent).
+pub const DENY_READ_NAMES: &str = "deny-read-names";
+
 /// Every name, for tests and documentation.
 pub const ALL: &[&str] = &[
     METADATA,
@@ -24,4 +31,6 @@ pub const ALL: &[&str] = &[
     UNIX_SOCKETS,
     SIGNALS,
     PROC_MASKS,
+    DENY_READ,
+    DENY_READ_NAMES,
 ];

@@ -5,6 +5,7 @@
 //! vocabulary can never grow silently in one place and not another.
 #![forbid(unsafe_code)]
 
+pub mod files;
 pub mod gaps;
 mod mode;
 mod policy;
@@ -14,6 +15,7 @@ pub mod status;
 pub mod supervision;
 pub mod texts;
 
+pub use files::FilePolicy;
 pub use mode::{
     ApprovalOutcome, ApprovalPolicy, ConfiningMode, Enforcement, ParseVocabularyError, SandboxMode,
 };

@@ -1,5 +1,6 @@
 use std::path::{Path, PathBuf};
 
+use crate::files::FilePolicy;
 use crate::mode::{ConfiningMode, SandboxMode};
 
 /// The complete per-call policy, resolved before an executor runs.
@@ -7,6 +8,10 @@ use crate::mode::{ConfiningMode, SandboxMode};
 pub struct ExecutionPolicy {
     pub mode: SandboxMode,
     pub workspace_root: PathBuf,
+    /// The deployment's file policy beyond the mode (extra roots, secrets,
+    /// read-only paths). It rides every call, whatever the mode.
+    #[serde(default)]
+    pub files: FilePolicy,
 }
 
 /// The subset a provider sees. It cannot express `danger-full-access`, so no
@@ -15,6 +20,8 @@ pub struct ExecutionPolicy {
 pub struct SandboxPolicy {
     pub mode: ConfiningMode,
     pub workspace_root: PathBuf,
+    #[serde(default)]
+    pub files: FilePolicy,
 }
 
 impl ExecutionPolicy {
@@ -22,7 +29,14 @@ impl ExecutionPolicy {
         Self {
             mode,
             workspace_root: workspace_root.into(),
+            files: FilePolicy::default(),
         }
+    }
+
+    /// The same policy with `files` as its file policy.
+    pub fn with_files(mut self, files: FilePolicy) -> Self {
+        self.files = files;
+        self
     }
 
     /// What to hand a provider, or `None` when the call runs unconfined.
@@ -30,6 +44,7 @@ impl ExecutionPolicy {
         self.mode.confining().map(|mode| SandboxPolicy {
             mode,
             workspace_root: self.workspace_root.clone(),
+            files: self.files.clone(),
         })
     }
 }
@@ -39,6 +54,21 @@ impl SandboxPolicy {
         Self {
             mode,
             workspace_root: workspace_root.into(),
+            files: FilePolicy::default(),
+        }
+    }
+
+    /// The same policy with `files` as its file policy.
+    pub fn with_files(mut self, files: FilePolicy) -> Self {
+        self.files = files;
+        self
+    }
+
+    /// The extra writable roots this policy grants (none under read-only).
+    pub fn extra_roots(&self) -> &[PathBuf] {
+        match self.mode {
+            ConfiningMode::WorkspaceWrite => &self.files.writable_roots,
+            ConfiningMode::ReadOnly => &[],
         }
     }
 
