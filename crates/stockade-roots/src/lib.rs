@@ -13,6 +13,7 @@
 //! evidence of what the user meant.
 #![forbid(unsafe_code)]
 
+mod extra;
 #[cfg(unix)]
 mod protect;
 mod resolve;
@@ -25,8 +26,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+pub use extra::HeldDenied;
 #[cfg(unix)]
-pub use protect::{Protected, git_protected};
+pub use protect::{Protected, git_protected, named_protected};
 pub use resolve::{beneath, resolve_guarded};
 
 /// Which root a held directory is, for messages.
@@ -35,6 +37,10 @@ pub enum RootKind {
     Workspace,
     Tmp,
     TmpDir,
+    /// A root of the deployment's `writable_roots`.
+    Extra,
+    /// A path of the deployment's `deny_read`.
+    DenyRead,
 }
 
 impl RootKind {
@@ -43,6 +49,8 @@ impl RootKind {
             RootKind::Workspace => "workspace",
             RootKind::Tmp => "/tmp",
             RootKind::TmpDir => "$TMPDIR",
+            RootKind::Extra => "writable root",
+            RootKind::DenyRead => "deny-read path",
         }
     }
 }
@@ -93,6 +101,17 @@ pub enum RootError {
         now: String,
     },
     #[error(
+        "{what} {}: contains the {control} {}, which decides later runs; a confined command must not be able to change it",
+        path.display(), control_path.display()
+    )]
+    ContainsControlState {
+        what: RootKind,
+        path: PathBuf,
+        /// What the contained file is (`config`, `verdict cache`, ...).
+        control: String,
+        control_path: PathBuf,
+    },
+    #[error(
         "protected path {}: is a symlink; stockade cannot keep what it points to read-only, so nothing runs",
         path.display()
     )]
@@ -125,6 +144,7 @@ impl RootError {
             | RootError::NotADirectory { path, .. }
             | RootError::PlantedSymlink { path, .. }
             | RootError::Moved { path, .. }
+            | RootError::ContainsControlState { path, .. }
             | RootError::BeneathWritableRoot { path, .. }
             | RootError::ProtectedSymlink { path }
             | RootError::Protect { path, .. } => path,
@@ -134,7 +154,7 @@ impl RootError {
 
 /// What a held directory is, independent of its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Identity {
+pub(crate) struct Identity {
     dev: u64,
     ino: u64,
 }
@@ -317,6 +337,12 @@ pub struct RootPins {
     temp: Vec<Arc<HeldDir>>,
     tmpdir_note: Option<String>,
     workspaces: Mutex<HashMap<PathBuf, Arc<HeldDir>>>,
+    /// The deployment's extra writable roots, held on first use.
+    extras: Mutex<HashMap<PathBuf, Arc<HeldDir>>>,
+    /// Files that decide later runs, which no extra root may contain.
+    control: Mutex<Vec<(String, PathBuf)>>,
+    /// Deny-read paths, held by identity on first sight.
+    denied: Mutex<HashMap<PathBuf, Arc<HeldDenied>>>,
 }
 
 impl Default for RootPins {
@@ -366,6 +392,9 @@ impl RootPins {
             temp,
             tmpdir_note,
             workspaces: Mutex::new(HashMap::new()),
+            extras: Mutex::new(HashMap::new()),
+            control: Mutex::new(Vec::new()),
+            denied: Mutex::new(HashMap::new()),
         }
     }
 
@@ -444,7 +473,17 @@ impl RootPins {
         {
             out.push(w.path().to_path_buf());
         }
+        self.push_extras(&mut out);
         out
+    }
+
+    fn push_extras(&self, out: &mut Vec<PathBuf>) {
+        let extras = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
+        for e in extras.values() {
+            if !out.iter().any(|p| p == e.path()) {
+                out.push(e.path().to_path_buf());
+            }
+        }
     }
 
     /// The resolved temp roots and every workspace held so far: where no
@@ -460,6 +499,8 @@ impl RootPins {
                 out.push(w.path().to_path_buf());
             }
         }
+        drop(map);
+        self.push_extras(&mut out);
         out
     }
 

@@ -414,3 +414,30 @@ fn open(path: &Path, want_dir: bool) -> Result<Protected, RootError> {
         ino: m.ino(),
     })
 }
+
+/// The deployment's read-only paths (`[policy] read_only`) that lie beneath
+/// one of `writable`, opened like the git paths. One that does not exist is
+/// not protected (there is nothing to keep); one that is a symlink refuses
+/// the run, as for git (what it points to cannot be kept read-only).
+pub fn named_protected(
+    paths: &[PathBuf],
+    writable: &[PathBuf],
+) -> Result<Vec<Protected>, RootError> {
+    let mut out = Vec::new();
+    for path in paths {
+        if beneath(path, writable).is_none() {
+            continue;
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => out.push(open(path, m.is_dir())?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(RootError::Protect {
+                    path: path.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
