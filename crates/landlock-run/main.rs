@@ -50,7 +50,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE]... [--status-fd N] [--no-supervise] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH]... [--status-fd N] [--no-supervise] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -126,6 +126,9 @@ mod linux {
         /// `--no-supervise`: plain Landlock, metadata and protected paths
         /// ungoverned (benchmarks, and callers that report those gaps).
         no_supervise: bool,
+        /// `--deny-read`: absolute paths a `--ro PATH` grant above them
+        /// must not reach (see `read_except`).
+        deny_read: Vec<PathBuf>,
     }
 
     enum Cmd {
@@ -141,7 +144,7 @@ mod linux {
     }
 
     /// Every option that takes a value, in every mode.
-    const VALUED: [&[u8]; 9] = [
+    const VALUED: [&[u8]; 10] = [
         b"--ro",
         b"--rw",
         b"--ro-fd",
@@ -151,6 +154,7 @@ mod linux {
         b"--allow-socket",
         b"--status-fd",
         b"--setenv",
+        b"--deny-read",
     ];
 
     /// Arguments stay `OsString` end to end: a lossy conversion would silently
@@ -227,6 +231,20 @@ mod linux {
                     .grants
                     .push((Grant::Path(PathBuf::from(value)), name == b"--rw")),
                 b"--protect" => opts.protect.push(Grant::Path(PathBuf::from(value))),
+                b"--deny-read" => {
+                    let p = PathBuf::from(value);
+                    // Relative, or with `..`, it would be judged against
+                    // whatever the name means at the time: say what is meant.
+                    if !p.is_absolute()
+                        || p.parent().is_none()
+                        || p.components().any(|c| c == std::path::Component::ParentDir)
+                    {
+                        return Err(format!(
+                            "--deny-read needs an absolute path below / without `..`, not {value:?}"
+                        ));
+                    }
+                    opts.deny_read.push(p);
+                }
                 b"--allow-socket" => opts.sockets.push(PathBuf::from(value)),
                 b"--setenv" => {
                     let bytes = value.as_bytes();
@@ -371,6 +389,68 @@ mod linux {
             access &= AccessFs::from_file(ABI_REQ);
         }
         PathBeneath::new(fd, access)
+    }
+
+    /// Read beneath `top` except the `denied` paths below it. Landlock only
+    /// adds rights, so instead of one rule on `top` every directory on the
+    /// way from `top` to a denied path gets listing only (names, so `ls ~`
+    /// works, which also leaves the names inside a denied directory
+    /// listable: the caller names that gap), and every other entry of those
+    /// directories gets read. An entry created beside a denied path after
+    /// this runs is covered by no rule, so it is unreadable for this run.
+    /// Symlinks get no rule: what they lead to is judged where it is.
+    fn read_except(top: &Path, denied: &[PathBuf], rules: &mut Vec<PathBeneath<OwnedFd>>) {
+        let denied: Vec<&Path> = denied
+            .iter()
+            .filter(|d| d.starts_with(top))
+            .map(PathBuf::as_path)
+            .collect();
+        // A denied `top` leaves nothing of it to grant.
+        if denied.contains(&top) {
+            return;
+        }
+        let mut split: std::collections::BTreeSet<&Path> = std::collections::BTreeSet::new();
+        for d in &denied {
+            for a in d.ancestors().skip(1) {
+                if !a.starts_with(top) {
+                    break;
+                }
+                split.insert(a);
+            }
+        }
+        for dir in &split {
+            let shown = dir.display();
+            let fd = open_path(dir, "read grant");
+            rules.push(PathBeneath::new(fd, AccessFs::ReadDir));
+            let entries =
+                fs::read_dir(dir).or_fail(format_args!("cannot list {shown} to grant read beside a denied path"));
+            for entry in entries {
+                let entry = entry.or_fail(format_args!("cannot list {shown}"));
+                let child = dir.join(entry.file_name());
+                if split.contains(child.as_path()) || denied.contains(&child.as_path()) {
+                    continue;
+                }
+                let fd = match rustix::fs::open(
+                    &child,
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                ) {
+                    Ok(fd) => fd,
+                    // Gone since the listing: nothing to grant.
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => fail(format_args!(
+                        "cannot open {} to grant read: {}",
+                        child.display(),
+                        io::Error::from(e)
+                    )),
+                };
+                let stat = fstat(&fd).or_fail(format_args!("cannot stat {}", child.display()));
+                if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+                    continue;
+                }
+                rules.push(grant_rule(fd, false, child.display()));
+            }
+        }
     }
 
     fn open_grant(path: &Path, write: bool) -> PathBeneath<OwnedFd> {
@@ -808,6 +888,10 @@ mod linux {
         }
         for (grant, write) in &opts.grants {
             if let Grant::Path(path) = grant {
+                if !*write && opts.deny_read.iter().any(|d| d.starts_with(path)) {
+                    read_except(path, &opts.deny_read, &mut rules);
+                    continue;
+                }
                 let fd = open_path(path, "grant path");
                 keep(&fd, *write);
                 rules.push(grant_rule(

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use stockade_core::files::{self, FilePolicy, ListKind};
 use stockade_core::{ExecutionPolicy, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_shell::{
@@ -61,6 +62,20 @@ struct ExecArgs {
     /// Print one JSON object with the result facts instead of streaming.
     #[arg(long)]
     json: bool,
+    /// Another directory workspace-write may write (absolute, `~/...`, or a
+    /// toolchain group: @cargo @npm @pip @go @gradle); repeatable.
+    #[arg(long = "writable", value_name = "PATH|@GROUP")]
+    writable: Vec<OsString>,
+    /// A file or directory nothing confined may read, besides the default
+    /// list (~/.ssh, ~/.aws, ...); repeatable.
+    #[arg(long = "deny-read", value_name = "PATH")]
+    deny_read: Vec<OsString>,
+    /// Leave out the default deny-read list (only --deny-read paths apply).
+    #[arg(long)]
+    no_default_deny_read: bool,
+    /// A path inside a writable root that stays read-only; repeatable.
+    #[arg(long = "read-only", value_name = "PATH")]
+    read_only: Vec<OsString>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -288,9 +303,39 @@ fn absolute_workspace(given: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// The invocation's file policy: the flags expanded once, the default
+/// deny list unless left out. The error names the flag and the value.
+fn file_policy(args: &ExecArgs) -> Result<FilePolicy, String> {
+    let env = files::process_env;
+    let list = |values: &[OsString], kind: ListKind| {
+        files::expand_all(values, kind, &env).map_err(|(_, e)| format!("{} {e}", kind.flag()))
+    };
+    let mut deny_read = if args.no_default_deny_read {
+        Vec::new()
+    } else {
+        files::default_deny_read(&env).map_err(|(_, e)| {
+            format!("the default deny-read list {e} (or pass --no-default-deny-read)")
+        })?
+    };
+    for p in list(&args.deny_read, ListKind::DenyRead)? {
+        if !deny_read.contains(&p) {
+            deny_read.push(p);
+        }
+    }
+    Ok(FilePolicy {
+        writable_roots: list(&args.writable, ListKind::WritableRoots)?,
+        deny_read,
+        read_only: list(&args.read_only, ListKind::ReadOnly)?,
+    })
+}
+
 async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let workspace = match absolute_workspace(args.workspace.as_deref()) {
         Ok(w) => w,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
+    };
+    let files = match file_policy(&args) {
+        Ok(f) => f,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
     // A relative socket would name a different socket wherever CMD runs.
@@ -327,7 +372,14 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = provider.pins().workspace(&workspace) {
         return Ok(fail(EXIT_USAGE, e));
     }
-    let policy = ExecutionPolicy::new(args.mode, workspace.clone());
+    // Extra roots likewise, once, before anything runs (one that holds
+    // stockade itself or the verdict cache is refused, naming both).
+    for root in &files.writable_roots {
+        if let Err(e) = provider.pins().extra_root(root) {
+            return Ok(fail(EXIT_USAGE, e));
+        }
+    }
+    let policy = ExecutionPolicy::new(args.mode, workspace.clone()).with_files(files.clone());
     let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
     let first = match run_once(&exec, &args, policy).await {
         Outcome::Finished(r) => r,
@@ -356,7 +408,8 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         return Ok(exit_code(&first.exit));
     };
     // The grant is this one retry; nothing remembers it.
-    let retry = match run_once(&exec, &args, ExecutionPolicy::new(to, workspace)).await {
+    let wider = ExecutionPolicy::new(to, workspace).with_files(files);
+    let retry = match run_once(&exec, &args, wider).await {
         Outcome::Finished(r) => r,
         Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),
     };

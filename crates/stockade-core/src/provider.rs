@@ -43,6 +43,13 @@ pub struct Confined {
     /// how); a spawner refuses a request that sets one of them itself
     /// rather than drop it.
     pub runner_env_remove: Vec<std::ffi::OsString>,
+    /// What this wrap makes unreadable (the policy's deny-read paths that
+    /// exist, as the command sees them). A `Permission denied` line naming
+    /// a path beneath one is a denial on every backend.
+    pub deny_read: Vec<PathBuf>,
+    /// Paths inside the writable roots this wrap keeps read-only (the
+    /// policy's `read_only` that exist; the git paths are not listed).
+    pub read_only: Vec<PathBuf>,
 }
 
 /// One open descriptor handed to the child at `child_fd`. The spawner maps a

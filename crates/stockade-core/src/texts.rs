@@ -8,6 +8,16 @@ pub fn denial_marker(mode: SandboxMode) -> String {
     format!("[sandbox: file access denied under {mode} mode]")
 }
 
+/// A denied path beneath a toolchain group's caches: how to allow it.
+pub fn group_hint(group: &str) -> String {
+    format!(
+        "it lies under the {group} caches: allow it with `--writable {group}` or `[policy] writable_roots = [\"{group}\"]`"
+    )
+}
+
+/// The line a refused read prints on every backend (`EACCES`).
+pub const READ_DENIED_SIGNATURE: &str = "Permission denied";
+
 /// Follows the denial marker wherever it is shown.
 pub const DENIAL_INSTRUCTION: &str = "The sandbox refused a file effect of this command. Do not try to work around the denial (no other paths, tools, interpreters or encodings to reach the same effect).";
 

@@ -10,7 +10,7 @@ use stockade_core::{
 };
 use stockade_roots::{HeldDir, RootPins, beneath};
 
-use crate::profile::{self, Grant, LinuxProfile, ProtectedBind};
+use crate::profile::{self, DenyMask, Grant, LinuxProfile, ProtectedBind};
 use crate::{Backend, Selected};
 
 /// The child descriptor that carries the runner status channel.
@@ -27,6 +27,11 @@ pub(crate) struct Prepared {
     pub pass_fds: Vec<PassFd>,
     /// What the command may write, for result facts.
     pub writable: Vec<PathBuf>,
+    /// What it may not read, and what stays read-only, for result facts.
+    pub deny_read: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    /// What this profile cannot enforce of the policy's file lists.
+    pub gaps: Vec<Gap>,
 }
 
 fn refused(e: impl std::fmt::Display) -> SandboxUnavailable {
@@ -116,16 +121,26 @@ pub(crate) fn prepare(
         profile.fd_closer = fd_closer.map(Path::to_path_buf);
     }
     let mut writable = vec![PathBuf::from("/dev/null")];
+    let mut read_only = Vec::new();
     if policy.mode == ConfiningMode::WorkspaceWrite {
         // Verifies the temp roots too; read-only grants none of them.
         let ws = pins.workspace(policy.workspace_root()).map_err(refused)?;
-        let mut roots: Vec<&Arc<HeldDir>> = pins.temp_roots().iter().collect();
+        let mut roots: Vec<Arc<HeldDir>> = pins.temp_roots().to_vec();
         if !roots.iter().any(|r| r.path() == ws.path()) {
-            roots.push(&ws);
+            roots.push(ws.clone());
+        }
+        // The deployment's extra roots, held like the workspace; one that
+        // does not exist (yet) is not granted.
+        for given in policy.extra_roots() {
+            if let Some(extra) = pins.extra_root(given).map_err(refused)?
+                && !roots.iter().any(|r| r.path() == extra.path())
+            {
+                roots.push(extra);
+            }
         }
         // Least specific first, so a nested root is bound last and wins.
         roots.sort_by_key(|r| r.path().components().count());
-        for root in roots {
+        for root in &roots {
             let fd = fds.add(root.file());
             profile.roots.push(Grant {
                 path: root.path().to_path_buf(),
@@ -136,25 +151,96 @@ pub(crate) fn prepare(
         // bwrap binds them read-only; under Landlock the supervisor keeps
         // them (without it the result names the protected-paths gap).
         if bwrap_like || facts.supervised {
-            protect(pins, &ws, &mut fds, &mut profile)?;
+            read_only = protect(pins, &ws, &policy.files.read_only, &mut fds, &mut profile)?;
         }
     }
+    let gaps = deny_reads(pins, policy, bwrap_like, &writable, &mut fds, &mut profile)?;
     Ok(Prepared {
+        deny_read: profile.deny_read.iter().map(|m| m.path.clone()).collect(),
         profile,
         pass_fds: fds.list,
         writable,
+        read_only,
+        gaps,
     })
 }
 
+/// The deny-read paths that exist, held by identity, as masks; and what
+/// Landlock cannot enforce of them.
+fn deny_reads(
+    pins: &RootPins,
+    policy: &SandboxPolicy,
+    bwrap_like: bool,
+    writable: &[PathBuf],
+    fds: &mut Fds,
+    profile: &mut LinuxProfile,
+) -> Result<Vec<Gap>, SandboxUnavailable> {
+    let mut empty: Option<Arc<std::fs::File>> = None;
+    let mut in_roots = Vec::new();
+    let mut any_dir = false;
+    for given in &policy.files.deny_read {
+        let Some(held) = pins.denied(given).map_err(refused)? else {
+            continue;
+        };
+        let in_root = beneath(held.path(), writable).is_some();
+        let empty_fd = if bwrap_like && !held.is_dir() {
+            let file = match &empty {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Arc::new(std::fs::File::open("/dev/null").map_err(refused)?);
+                    empty = Some(f.clone());
+                    f
+                }
+            };
+            Some(fds.add(&file))
+        } else {
+            None
+        };
+        if in_root {
+            in_roots.push(held.path().display().to_string());
+        }
+        any_dir |= held.is_dir();
+        profile.deny_read.push(DenyMask {
+            path: held.path().to_path_buf(),
+            is_dir: held.is_dir(),
+            empty_fd,
+            in_root,
+        });
+    }
+    let mut gaps = Vec::new();
+    if !bwrap_like && !in_roots.is_empty() {
+        gaps.push(Gap::new(
+            gaps::DENY_READ,
+            format!(
+                "Landlock cannot take read back beneath a writable root it grants: {} stay readable",
+                in_roots.join(", ")
+            ),
+        ));
+    }
+    if !bwrap_like && any_dir {
+        gaps.push(Gap::new(
+            gaps::DENY_READ_NAMES,
+            "Landlock refuses reading the files of a denied directory but not listing their names",
+        ));
+    }
+    Ok(gaps)
+}
+
+/// The git paths and the deployment's read-only paths inside the writable
+/// roots; returns the latter, for result facts.
 #[cfg(unix)]
 fn protect(
     pins: &RootPins,
     ws: &HeldDir,
+    named: &[PathBuf],
     fds: &mut Fds,
     profile: &mut LinuxProfile,
-) -> Result<(), SandboxUnavailable> {
+) -> Result<Vec<PathBuf>, SandboxUnavailable> {
     let writable = pins.writable_paths(Some(ws));
     let mut protected = stockade_roots::git_protected(ws, &writable).map_err(refused)?;
+    let named = stockade_roots::named_protected(named, &writable).map_err(refused)?;
+    let named_paths = named.iter().map(|p| p.path.clone()).collect();
+    protected.extend(named);
     // The pinned `.git` directory first, then what is read-only inside it.
     protected.sort_by_key(|p| (p.read_only, p.path.components().count()));
     for p in protected {
@@ -165,17 +251,18 @@ fn protect(
             read_only: p.read_only,
         });
     }
-    Ok(())
+    Ok(named_paths)
 }
 
 #[cfg(not(unix))]
 fn protect(
     _: &RootPins,
     _: &HeldDir,
+    _: &[PathBuf],
     _: &mut Fds,
     _: &mut LinuxProfile,
-) -> Result<(), SandboxUnavailable> {
-    Ok(())
+) -> Result<Vec<PathBuf>, SandboxUnavailable> {
+    Ok(Vec::new())
 }
 
 /// The writable roots a runner must not lie beneath: those of a

@@ -212,13 +212,15 @@ impl LocalProvider {
         host: Arc<dyn Host>,
     ) -> Result<Self, SettingsError> {
         settings.validate()?;
+        let pins = Arc::new(RootPins::from_env());
+        register_control(&pins, &settings);
         Ok(Self {
             settings,
             platform,
             host,
             rung: None,
             selection: OnceLock::new(),
-            pins: Arc::new(RootPins::from_env()),
+            pins,
             #[cfg(unix)]
             host_facts: OnceLock::new(),
         })
@@ -227,6 +229,7 @@ impl LocalProvider {
     /// Share held roots with others of the same composition (the file
     /// fence), so a workspace is held once for all of them.
     pub fn with_pins(mut self, pins: Arc<RootPins>) -> Self {
+        register_control(&pins, &self.settings);
         self.pins = pins;
         self
     }
@@ -549,6 +552,21 @@ fn runner_stamp(p: &Path) -> Option<String> {
     confine::stamp(p)
 }
 
+/// What decides later runs and so may lie in no extra writable root: the
+/// verdict cache, the configured runners, and stockade itself (the runners
+/// actually selected are added when they are).
+fn register_control(pins: &RootPins, settings: &LocalSettings) {
+    if let Some(dir) = &settings.verdict_cache_dir {
+        pins.add_control_path("verdict cache", dir);
+    }
+    for runner in [&settings.bwrap_path, &settings.launcher_path].into_iter().flatten() {
+        pins.add_control_path("runner", runner);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        pins.add_control_path("stockade executable", &exe);
+    }
+}
+
 #[cfg(not(unix))]
 fn runner_stamp(_: &Path) -> Option<String> {
     None
@@ -628,6 +646,13 @@ impl LocalProvider {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
+        // Extra roots are held before the runners are checked, so a runner
+        // beneath one is refused like a runner beneath the workspace.
+        for given in policy.extra_roots() {
+            self.pins
+                .extra_root(given)
+                .map_err(|e| SandboxUnavailable::single(confine::ROOTS, e.to_string()))?;
+        }
         let guards = confine::runner_guards(&self.pins, policy.workspace_root());
         if let Some(rc) = &self.settings.runner_command {
             if let Some(program) = rc.argv().first() {
@@ -647,10 +672,12 @@ impl LocalProvider {
                 writable_roots: prepared.writable,
                 pass_fds: prepared.pass_fds,
                 status: None,
-                gaps: vec![],
+                gaps: prepared.gaps,
                 // An operator runner is asserted, not ours: it gets the
                 // environment as it is.
                 runner_env_remove: vec![],
+                deny_read: prepared.deny_read,
+                read_only: prepared.read_only,
             });
         }
         let sel = self.selected_guarding(&guards)?;
@@ -663,6 +690,10 @@ impl LocalProvider {
             SelectedBackend::Linux(b) => b,
         };
         confine::check_runners(sel, &guards)?;
+        // What decides every later run: no extra root may contain it.
+        for path in std::iter::once(&sel.runner).chain(sel.fd_closer.as_ref()) {
+            self.pins.add_control_path("runner", path);
+        }
         let mut prepared = confine::prepare(
             &self.pins,
             self.host_facts(),
@@ -674,6 +705,14 @@ impl LocalProvider {
         let (runner_env_remove, command_env) = profile::loader_env(std::env::vars_os());
         prepared.profile.command_env = command_env;
         let runner = sel.runner.as_os_str();
+        let mut gaps = confine::gaps_for(
+            backend,
+            policy.mode,
+            self.host_facts().landlock_abi,
+            self.host_facts().supervised,
+            &self.settings.allow_sockets,
+        );
+        gaps.append(&mut prepared.gaps);
         let (args, denial) = match backend {
             Backend::Bwrap => (
                 profile::bwrap_args(&prepared.profile, argv),
@@ -694,14 +733,10 @@ impl LocalProvider {
             writable_roots: prepared.writable,
             pass_fds: prepared.pass_fds,
             status: Some(confine::status_channel()),
-            gaps: confine::gaps_for(
-                backend,
-                policy.mode,
-                self.host_facts().landlock_abi,
-                self.host_facts().supervised,
-                &self.settings.allow_sockets,
-            ),
+            gaps,
             runner_env_remove,
+            deny_read: prepared.deny_read,
+            read_only: prepared.read_only,
         })
     }
 }

@@ -66,6 +66,21 @@ pub struct ProtectedBind {
     pub read_only: bool,
 }
 
+/// A deny-read path as a runner hides it: bwrap mounts an empty,
+/// mode-0000 stand-in over it (a tmpfs for a directory, an empty file read
+/// from `empty_fd` for a file); `landlock-run` grants read everywhere but
+/// there (`--deny-read`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenyMask {
+    pub path: PathBuf,
+    pub is_dir: bool,
+    /// bwrap, files only: a descriptor that reads as empty.
+    pub empty_fd: Option<i32>,
+    /// It lies beneath a writable root, so bwrap mounts it after the roots
+    /// (and Landlock cannot take read back there: a named gap).
+    pub in_root: bool,
+}
+
 /// Everything a Linux runner profile needs besides the command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinuxProfile {
@@ -93,6 +108,8 @@ pub struct LinuxProfile {
     /// is asked for plain Landlock (`--no-supervise`) and the result names
     /// the metadata and protected-paths gaps.
     pub unsupervised: bool,
+    /// Deny-read paths that exist, in the policy's order.
+    pub deny_read: Vec<DenyMask>,
 }
 
 /// The `/proc` entries bwrap must cover read-only in a confining mode.
@@ -176,6 +193,11 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
             push_path(&mut out, "--ro-bind", Path::new("/dev/null"), Some(entry));
         }
     }
+    // Masks outside the roots first, so a root inside a denied directory
+    // (a workspace under a denied home) is bound over its mask.
+    for mask in p.deny_read.iter().filter(|m| !m.in_root) {
+        push_mask(&mut out, mask);
+    }
     for root in &p.roots {
         match root.fd {
             Some(fd) => push_fd(&mut out, "--bind-fd", fd, &root.path),
@@ -190,6 +212,9 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
             "--bind-fd"
         };
         push_fd(&mut out, flag, prot.fd, &prot.path);
+    }
+    for mask in p.deny_read.iter().filter(|m| m.in_root) {
+        push_mask(&mut out, mask);
     }
     push_all(
         &mut out,
@@ -210,6 +235,19 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
     }
     out.extend(argv.iter().cloned());
     out
+}
+
+/// An empty stand-in nobody can read, owned by the sandbox's user: the
+/// command (whose capabilities are dropped) gets `EACCES`, which tools
+/// print as `Permission denied`.
+fn push_mask(out: &mut Vec<OsString>, mask: &DenyMask) {
+    push_all(out, &["--perms", "0000"]);
+    match (mask.is_dir, mask.empty_fd) {
+        (false, Some(fd)) => push_fd(out, "--ro-bind-data", fd, &mask.path),
+        // A file without a descriptor cannot happen (prepare gives every
+        // file one); an empty tmpfs hides it all the same.
+        _ => push_path(out, "--tmpfs", &mask.path, None),
+    }
 }
 
 fn push_launcher_common(out: &mut Vec<OsString>, p: &LinuxProfile) {
@@ -273,6 +311,9 @@ pub fn landlock_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
     for prot in p.protected.iter().filter(|p| p.read_only) {
         out.push("--protect-fd".into());
         out.push(prot.fd.to_string().into());
+    }
+    for mask in &p.deny_read {
+        push_path(&mut out, "--deny-read", &mask.path, None);
     }
     if p.unsupervised {
         out.push("--no-supervise".into());

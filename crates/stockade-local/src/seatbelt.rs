@@ -253,6 +253,8 @@ pub(crate) fn confine(
         status: None,
         gaps: vec![],
         runner_env_remove: vec![],
+        deny_read: vec![],
+        read_only: vec![],
     })
 }
 

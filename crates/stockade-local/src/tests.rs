@@ -448,6 +448,8 @@ impl PlatformRung for FakeRung {
             status: None,
             gaps: vec![],
             runner_env_remove: vec![],
+            deny_read: vec![],
+            read_only: vec![],
         })
     }
     fn report(&self) -> BackendReport {

@@ -211,6 +211,8 @@ impl SandboxedExecutor {
                 pass_fds: vec![],
                 status: None,
                 runner_env_remove: vec![],
+                deny_read: vec![],
+                read_only: vec![],
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -228,6 +230,8 @@ impl SandboxedExecutor {
             pass_fds: confined.pass_fds,
             status: confined.status,
             runner_env_remove: confined.runner_env_remove,
+            deny_read: confined.deny_read,
+            read_only: confined.read_only,
         };
         Ok(launch(spec, confined.argv, Some(wrap), self.limits))
     }

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
-use stockade_core::{FatalLine, RunnerFailureRule};
+use stockade_core::{FatalLine, RunnerFailureRule, texts};
 
 /// How much output is kept per stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +122,9 @@ pub(crate) struct Scanner {
     /// runner's and its first such line is the best reason there is.
     runner_lines: Vec<RunnerFailureRule>,
     first_runner_line: Option<String>,
+    /// Paths the wrap makes unreadable: a `Permission denied` line naming a
+    /// path beneath one is a denial whatever the backend's signatures.
+    read_denied: Vec<PathBuf>,
 }
 
 /// What stderr said about the run.
@@ -169,13 +172,23 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
         .iter()
         .find_map(|verb| segment.strip_prefix(verb));
         match bare {
-            Some(p) => Some(p.to_owned()),
+            Some(p) => inner_quoted(p).or_else(|| Some(p.to_owned())),
             // `bash: f: ...` names the path alone; prose has spaces.
             None if !segment.contains(' ') && segment != before => Some(segment.to_owned()),
-            None => segment.find('/').map(|i| segment[i..].to_owned()),
+            // `cp: cannot open '/p' for reading`: a quoted path mid-prose.
+            None => inner_quoted(segment).or_else(|| segment.find('/').map(|i| segment[i..].to_owned())),
         }
     })?;
     (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// The first `'...'` (or `"..."`, `` `...` ``) span of `s` that holds a path.
+fn inner_quoted(s: &str) -> Option<String> {
+    let (open, q) = s.char_indices().find(|(_, c)| matches!(c, '\'' | '"' | '`'))?;
+    let rest = &s[open + 1..];
+    let close = rest.find(q)?;
+    let body = &rest[..close];
+    body.contains('/').then(|| body.to_owned())
 }
 
 /// `EACCES: permission denied, open '/p'` (Node's errno dialect) as
@@ -234,7 +247,17 @@ impl Scanner {
             fatal,
             runner_lines: Vec::new(),
             first_runner_line: None,
+            read_denied: Vec::new(),
         }
+    }
+
+    /// Also count a refused read of a path beneath one of `paths` (the
+    /// deny-read paths the wrap masks) as a denial. Scoped to those paths:
+    /// any other `Permission denied` stays the command's own business
+    /// unless a backend signature says otherwise.
+    pub(crate) fn with_read_denials(mut self, paths: &[PathBuf]) -> Self {
+        self.read_denied = paths.to_vec();
+        self
     }
 
     /// Also remember the first line that starts with a prefix `backend`'s
@@ -277,6 +300,7 @@ impl Scanner {
         if self.denial_signatures.is_empty()
             && self.rules.is_empty()
             && self.runner_lines.is_empty()
+            && self.read_denied.is_empty()
         {
             return;
         }
@@ -314,6 +338,15 @@ impl Scanner {
                 && let Some(p) = denied_path(&line, sig)
                 && !self.denied_paths.contains(&p)
             {
+                self.denied_paths.push(p);
+            }
+        }
+        if !self.read_denied.is_empty()
+            && let Some(p) = denied_path(&line, texts::READ_DENIED_SIGNATURE)
+            && self.read_denied.iter().any(|d| p.starts_with(d))
+        {
+            self.denied = true;
+            if self.denied_paths.len() < MAX_DENIED_PATHS && !self.denied_paths.contains(&p) {
                 self.denied_paths.push(p);
             }
         }
@@ -466,6 +499,16 @@ mod tests {
                 "touch: cannot touch '/etc/a b': Permission denied",
                 "Permission denied",
                 "/etc/a b",
+            ),
+            (
+                "cp: cannot open '/h/.ssh/id' for reading: Permission denied",
+                "Permission denied",
+                "/h/.ssh/id",
+            ),
+            (
+                "tar: /h/.ssh: Cannot open: Permission denied",
+                "Permission denied",
+                "/h/.ssh",
             ),
             (
                 "mkdir: cannot create directory \u{2018}/x\u{2019}: Read-only file system",

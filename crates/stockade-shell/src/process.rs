@@ -43,6 +43,10 @@ pub(crate) struct Wrap {
     /// Variables the runner starts without (the loader's); the runner's
     /// argv hands the inherited values back to the command.
     pub runner_env_remove: Vec<OsString>,
+    /// What the wrap makes unreadable and keeps read-only (for facts, and
+    /// so a refused read beneath a deny-read path reads as a denial).
+    pub deny_read: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -464,9 +468,12 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         // command; stderr, which the command can write, decides nothing
         // about that. Its rules only name the runner's own lines.
         Some(w) if w.status.is_some() => {
-            Scanner::new(w.denial_signatures.clone(), vec![]).with_runner_lines(w.backend, &w.rules)
+            Scanner::new(w.denial_signatures.clone(), vec![])
+                .with_runner_lines(w.backend, &w.rules)
+                .with_read_denials(&w.deny_read)
         }
-        Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone()),
+        Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone())
+            .with_read_denials(&w.deny_read),
         None => Scanner::new(vec![], vec![]),
     };
     let shared: Shared = Arc::new(Mutex::new(Streams {
@@ -623,6 +630,8 @@ impl Running {
             runner_failure: runner_failure.clone(),
             denied_paths: denied_paths.clone(),
             writable_roots: w.writable_roots.clone(),
+            deny_read: w.deny_read.clone(),
+            read_only: w.read_only.clone(),
             gaps: w.gaps.clone(),
         });
         let backend = self.launch.wrap.as_ref().and_then(|w| w.backend);

@@ -2,7 +2,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stockade_core::{Enforcement, ExecutionPolicy, Gap, SandboxMode};
+use stockade_core::{Enforcement, ExecutionPolicy, Gap, SandboxMode, texts};
 
 use crate::output::CapturedOutput;
 
@@ -129,6 +129,13 @@ pub struct SandboxFacts {
     /// What the wrap let the command write.
     #[serde(serialize_with = "display_paths")]
     pub writable_roots: Vec<PathBuf>,
+    /// What the wrap made unreadable (the deny-read paths that exist).
+    #[serde(serialize_with = "display_paths")]
+    pub deny_read: Vec<PathBuf>,
+    /// What the wrap kept read-only inside the writable roots (besides the
+    /// git paths).
+    #[serde(serialize_with = "display_paths")]
+    pub read_only: Vec<PathBuf>,
     /// What the backend did not govern on this host, so a result never
     /// reads as more confined than it was. Empty under danger-full-access,
     /// which claims to govern nothing in the first place.
@@ -139,11 +146,19 @@ impl SandboxFacts {
     /// What a denial report says after the marker: each path the denied
     /// lines name, then what was writable.
     pub fn denial_details(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .denied_paths
-            .iter()
-            .map(|p| format!("denied: {}", p.display()))
-            .collect();
+        let env = stockade_core::files::process_env;
+        let mut out: Vec<String> = Vec::new();
+        for p in &self.denied_paths {
+            out.push(format!("denied: {}", p.display()));
+            if let Some(secret) = self.deny_read.iter().find(|d| p.starts_with(d)) {
+                out.push(format!(
+                    "{} is on the deny-read list: nothing confined may read it",
+                    secret.display()
+                ));
+            } else if let Some(group) = stockade_core::files::group_of(p, &env) {
+                out.push(texts::group_hint(group));
+            }
+        }
         if !self.writable_roots.is_empty() {
             let roots: Vec<String> = self
                 .writable_roots

@@ -253,6 +253,8 @@ impl SandboxProvider for OldLandlock {
             status: None,
             gaps: vec![],
             runner_env_remove: vec![],
+            deny_read: vec![],
+            read_only: vec![],
         })
     }
 }
@@ -593,6 +595,8 @@ impl SandboxProvider for RecordingProvider {
             status: None,
             gaps: vec![],
             runner_env_remove: vec![],
+            deny_read: vec![],
+            read_only: vec![],
         })
     }
 }

@@ -143,6 +143,8 @@ impl SandboxProvider for ScriptRunner {
             status: self.status,
             gaps: self.gaps.clone(),
             runner_env_remove: self.env_remove.clone(),
+            deny_read: vec![],
+            read_only: vec![],
         })
     }
 }

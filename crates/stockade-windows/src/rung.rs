@@ -181,6 +181,8 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             status: None,
             gaps: vec![],
             runner_env_remove: vec![],
+            deny_read: vec![],
+            read_only: vec![],
         })
     }
 
