@@ -425,8 +425,19 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
     let report = provider(BackendPreference::Auto, Vec::new())
         .context("invalid sandbox settings")?
         .report();
+    // What `stockade exec` applies without flags: no extra roots, no
+    // read-only paths, the default deny list (when $HOME places it).
+    let env = files::process_env;
+    let defaults = FilePolicy {
+        deny_read: files::default_deny_read(&env).unwrap_or_default(),
+        ..FilePolicy::default()
+    };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut v = serde_json::to_value(&report)?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("file_policy".into(), serde_json::to_value(&defaults)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("platform: {}", report.platform);
         for b in &report.backends {
@@ -449,6 +460,19 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
                 println!("           gap {}: {}", g.name, g.detail);
             }
         }
+        let shown: Vec<String> = defaults
+            .deny_read
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        println!(
+            "deny-read (exec default): {}",
+            if shown.is_empty() {
+                "none ($HOME unset)".to_owned()
+            } else {
+                shown.join(", ")
+            }
+        );
         if let Some(note) = &report.tmpdir {
             println!("$TMPDIR: {note}");
         }

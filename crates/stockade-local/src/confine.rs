@@ -474,6 +474,10 @@ pub(crate) fn protections_for(
                 "git",
                 ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file bound read-only; .git pinned in place",
             ));
+            out.push(p(
+                "deny-read",
+                "an empty mode-0000 stand-in mounted over each denied path (a tmpfs for a directory)",
+            ));
         }
         Backend::Landlock => {
             out.push(p(
@@ -481,6 +485,10 @@ pub(crate) fn protections_for(
                 "read-only (no Landlock write right outside the writable roots); nothing masked",
             ));
             out.push(p("sysfs", "read-only"));
+            out.push(p(
+                "deny-read",
+                "read granted beside each denied path, never beneath it: its files are unreadable, its names listable (gap deny-read-names); one beneath a writable root stays readable (gap deny-read)",
+            ));
             out.push(p(
                 "signals",
                 if abi >= 6 {

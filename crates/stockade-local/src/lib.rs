@@ -559,7 +559,10 @@ fn register_control(pins: &RootPins, settings: &LocalSettings) {
     if let Some(dir) = &settings.verdict_cache_dir {
         pins.add_control_path("verdict cache", dir);
     }
-    for runner in [&settings.bwrap_path, &settings.launcher_path].into_iter().flatten() {
+    for runner in [&settings.bwrap_path, &settings.launcher_path]
+        .into_iter()
+        .flatten()
+    {
         pins.add_control_path("runner", runner);
     }
     if let Ok(exe) = std::env::current_exe() {

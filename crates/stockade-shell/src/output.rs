@@ -161,30 +161,42 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
     };
     let before = line[..at].trim_end().trim_end_matches(':').trim_end();
     let after = line[at + signature.len()..].trim_start_matches(':').trim();
-    let path = quoted(before).or_else(|| quoted(after)).or_else(|| {
-        let segment = before.rsplit(": ").next()?;
-        let bare = [
-            "cannot create ",
-            "cannot touch ",
-            "cannot open ",
-            "can't create ",
-        ]
-        .iter()
-        .find_map(|verb| segment.strip_prefix(verb));
-        match bare {
-            Some(p) => inner_quoted(p).or_else(|| Some(p.to_owned())),
-            // `bash: f: ...` names the path alone; prose has spaces.
-            None if !segment.contains(' ') && segment != before => Some(segment.to_owned()),
-            // `cp: cannot open '/p' for reading`: a quoted path mid-prose.
-            None => inner_quoted(segment).or_else(|| segment.find('/').map(|i| segment[i..].to_owned())),
-        }
-    })?;
+    let path = quoted(before)
+        .or_else(|| quoted(after))
+        .or_else(|| {
+            let segment = before.rsplit(": ").next()?;
+            let bare = [
+                "cannot create ",
+                "cannot touch ",
+                "cannot open ",
+                "can't create ",
+            ]
+            .iter()
+            .find_map(|verb| segment.strip_prefix(verb));
+            match bare {
+                Some(p) => inner_quoted(p).or_else(|| Some(p.to_owned())),
+                // `bash: f: ...` names the path alone; prose has spaces.
+                None if !segment.contains(' ') && segment != before => Some(segment.to_owned()),
+                // `cp: cannot open '/p' for reading`: a quoted path mid-prose.
+                None => inner_quoted(segment)
+                    .or_else(|| segment.find('/').map(|i| segment[i..].to_owned())),
+            }
+        })
+        // `tar: /p: Cannot open: Permission denied`: the path is an earlier field.
+        .or_else(|| {
+            before
+                .split(": ")
+                .find(|s| s.starts_with('/'))
+                .map(str::to_owned)
+        })?;
     (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
 /// The first `'...'` (or `"..."`, `` `...` ``) span of `s` that holds a path.
 fn inner_quoted(s: &str) -> Option<String> {
-    let (open, q) = s.char_indices().find(|(_, c)| matches!(c, '\'' | '"' | '`'))?;
+    let (open, q) = s
+        .char_indices()
+        .find(|(_, c)| matches!(c, '\'' | '"' | '`'))?;
     let rest = &s[open + 1..];
     let close = rest.find(q)?;
     let body = &rest[..close];

@@ -467,11 +467,9 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         // A runner with a status channel says itself whether it started the
         // command; stderr, which the command can write, decides nothing
         // about that. Its rules only name the runner's own lines.
-        Some(w) if w.status.is_some() => {
-            Scanner::new(w.denial_signatures.clone(), vec![])
-                .with_runner_lines(w.backend, &w.rules)
-                .with_read_denials(&w.deny_read)
-        }
+        Some(w) if w.status.is_some() => Scanner::new(w.denial_signatures.clone(), vec![])
+            .with_runner_lines(w.backend, &w.rules)
+            .with_read_denials(&w.deny_read),
         Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone())
             .with_read_denials(&w.deny_read),
         None => Scanner::new(vec![], vec![]),
