@@ -422,8 +422,9 @@ mod linux {
             let shown = dir.display();
             let fd = open_path(dir, "read grant");
             rules.push(PathBeneath::new(fd, AccessFs::ReadDir));
-            let entries =
-                fs::read_dir(dir).or_fail(format_args!("cannot list {shown} to grant read beside a denied path"));
+            let entries = fs::read_dir(dir).or_fail(format_args!(
+                "cannot list {shown} to grant read beside a denied path"
+            ));
             for entry in entries {
                 let entry = entry.or_fail(format_args!("cannot list {shown}"));
                 let child = dir.join(entry.file_name());

@@ -338,6 +338,13 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         Ok(f) => f,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
+    // `--writable @npm` means the cache even before npm first made it.
+    if let Some((dir, e)) = stockade_local::create_group_caches(&args.writable).first() {
+        return Ok(fail(
+            EXIT_USAGE,
+            format_args!("--writable: cannot create {}: {e}", dir.display()),
+        ));
+    }
     // A relative socket would name a different socket wherever CMD runs.
     if let Some(p) = args.allow_sockets.iter().find(|p| !p.is_absolute()) {
         return Ok(fail(

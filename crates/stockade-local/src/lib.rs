@@ -41,7 +41,9 @@ use stockade_roots::RootPins;
 
 pub use host::{Host, default_host};
 pub use rung::PlatformRung;
-pub use settings::{BackendPreference, LocalSettings, RunnerCommand, SettingsError};
+pub use settings::{
+    BackendPreference, LocalSettings, RunnerCommand, SettingsError, create_group_caches,
+};
 
 /// A backend of the Linux chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

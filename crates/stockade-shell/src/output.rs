@@ -125,6 +125,8 @@ pub(crate) struct Scanner {
     /// Paths the wrap makes unreadable: a `Permission denied` line naming a
     /// path beneath one is a denial whatever the backend's signatures.
     read_denied: Vec<PathBuf>,
+    /// Where the command runs: a relative path on a denied line is its.
+    cwd: PathBuf,
 }
 
 /// What stderr said about the run.
@@ -260,6 +262,7 @@ impl Scanner {
             runner_lines: Vec::new(),
             first_runner_line: None,
             read_denied: Vec::new(),
+            cwd: PathBuf::new(),
         }
     }
 
@@ -267,8 +270,9 @@ impl Scanner {
     /// deny-read paths the wrap masks) as a denial. Scoped to those paths:
     /// any other `Permission denied` stays the command's own business
     /// unless a backend signature says otherwise.
-    pub(crate) fn with_read_denials(mut self, paths: &[PathBuf]) -> Self {
+    pub(crate) fn with_read_denials(mut self, paths: &[PathBuf], cwd: &std::path::Path) -> Self {
         self.read_denied = paths.to_vec();
+        self.cwd = cwd.to_path_buf();
         self
     }
 
@@ -355,6 +359,7 @@ impl Scanner {
         }
         if !self.read_denied.is_empty()
             && let Some(p) = denied_path(&line, texts::READ_DENIED_SIGNATURE)
+            && let p = self.cwd.join(p)
             && self.read_denied.iter().any(|d| p.starts_with(d))
         {
             self.denied = true;

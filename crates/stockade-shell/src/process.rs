@@ -469,9 +469,9 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         // about that. Its rules only name the runner's own lines.
         Some(w) if w.status.is_some() => Scanner::new(w.denial_signatures.clone(), vec![])
             .with_runner_lines(w.backend, &w.rules)
-            .with_read_denials(&w.deny_read),
+            .with_read_denials(&w.deny_read, &launch.workdir),
         Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone())
-            .with_read_denials(&w.deny_read),
+            .with_read_denials(&w.deny_read, &launch.workdir),
         None => Scanner::new(vec![], vec![]),
     };
     let shared: Shared = Arc::new(Mutex::new(Streams {
