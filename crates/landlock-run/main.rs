@@ -422,9 +422,15 @@ mod linux {
             let shown = dir.display();
             let fd = open_path(dir, "read grant");
             rules.push(PathBeneath::new(fd, AccessFs::ReadDir));
-            let entries = fs::read_dir(dir).or_fail(format_args!(
-                "cannot list {shown} to grant read beside a denied path"
-            ));
+            let entries = match fs::read_dir(dir) {
+                Ok(e) => e,
+                // Not listable by this user: nothing beneath it was readable
+                // through a listing anyway; its entries get no rule.
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => continue,
+                Err(e) => fail(format_args!(
+                    "cannot list {shown} to grant read beside a denied path: {e}"
+                )),
+            };
             for entry in entries {
                 let entry = entry.or_fail(format_args!("cannot list {shown}"));
                 let child = dir.join(entry.file_name());
