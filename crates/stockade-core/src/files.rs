@@ -247,6 +247,30 @@ pub fn group_of(path: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> Option<&
     })
 }
 
+/// The gaps of a backend that enforces none of the lists (yet): every
+/// deny-read path stays readable, every read-only path writable. Extra
+/// roots it does not grant are narrower, not a gap.
+pub fn unenforced(files: &FilePolicy, backend: &str) -> Vec<crate::Gap> {
+    let mut out = Vec::new();
+    if !files.deny_read.is_empty() {
+        out.push(crate::Gap::new(
+            crate::gaps::DENY_READ,
+            format!(
+                "{backend} does not enforce deny_read in this build: those paths stay readable"
+            ),
+        ));
+    }
+    if !files.read_only.is_empty() {
+        out.push(crate::Gap::new(
+            crate::gaps::PROTECTED_PATHS,
+            format!(
+                "{backend} does not enforce read_only in this build: those paths stay writable"
+            ),
+        ));
+    }
+    out
+}
+
 /// The process environment, for [`expand`].
 pub fn process_env(name: &str) -> Option<OsString> {
     std::env::var_os(name)
@@ -376,6 +400,18 @@ mod tests {
         assert_eq!(d.len(), DEFAULT_DENY_READ.len());
         assert!(d.contains(&PathBuf::from("/h/.ssh")));
         assert!(d.iter().all(|p| p.starts_with("/h")));
+    }
+
+    #[test]
+    fn a_backend_that_enforces_no_list_names_each_gap() {
+        let mut p = FilePolicy::default();
+        assert!(unenforced(&p, "seatbelt").is_empty());
+        p.writable_roots.push("/x".into());
+        assert!(unenforced(&p, "seatbelt").is_empty());
+        p.deny_read.push("/h/.ssh".into());
+        p.read_only.push("/w/.env".into());
+        let names: Vec<&str> = unenforced(&p, "seatbelt").iter().map(|g| g.name).collect();
+        assert_eq!(names, [crate::gaps::DENY_READ, crate::gaps::PROTECTED_PATHS]);
     }
 
     #[test]

@@ -251,7 +251,7 @@ pub(crate) fn confine(
         writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
         pass_fds: vec![],
         status: None,
-        gaps: vec![],
+        gaps: stockade_core::files::unenforced(&policy.files, BACKEND),
         runner_env_remove: vec![],
         deny_read: vec![],
         read_only: vec![],

@@ -179,7 +179,7 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             writable_roots,
             pass_fds: vec![],
             status: None,
-            gaps: vec![],
+            gaps: stockade_core::files::unenforced(&policy.files, BACKEND),
             runner_env_remove: vec![],
             deny_read: vec![],
             read_only: vec![],
