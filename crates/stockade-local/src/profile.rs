@@ -410,6 +410,7 @@ mod tests {
             fd_closer: Some("/opt/landlock-run".into()),
             command_env: vec![("LD_LIBRARY_PATH".into(), "/work/ws/lib".into())],
             unsupervised: false,
+            deny_read: vec![],
         }
     }
 
@@ -590,6 +591,43 @@ mod tests {
                 .windows(3)
                 .any(|w| w == ["--bind", "/p/ws", "/p/ws"])
         );
+    }
+
+    #[test]
+    fn deny_read_masks_come_before_the_roots_outside_them_and_after_inside() {
+        let p = LinuxProfile {
+            deny_read: vec![
+                DenyMask {
+                    path: "/home/u".into(),
+                    is_dir: true,
+                    empty_fd: None,
+                    in_root: false,
+                },
+                DenyMask {
+                    path: "/work/ws/.env".into(),
+                    is_dir: false,
+                    empty_fd: Some(9),
+                    in_root: true,
+                },
+            ],
+            ..ww_profile()
+        };
+        let args = bwrap_args(&p, &cmd());
+        let a = strs(&args);
+        let at = |w: &[&str]| a.windows(w.len()).position(|x| x == w).unwrap();
+        let home = at(&["--perms", "0000", "--tmpfs", "/home/u"]);
+        let env = at(&["--perms", "0000", "--ro-bind-data", "9", "/work/ws/.env"]);
+        let ws = at(&["--bind-fd", "5", "/work/ws"]);
+        let hooks = at(&["--ro-bind-fd", "7", "/work/ws/.git/hooks"]);
+        // A workspace inside a denied home is bound over the home's mask; a
+        // secret inside the workspace is masked over the workspace's bind.
+        assert!(home < ws && ws < env && hooks < env, "{a:?}");
+        let l = landlock_args(&p, &cmd());
+        let l = strs(&l);
+        assert!(l.windows(2).any(|w| w == ["--deny-read", "/home/u"]));
+        assert!(l.windows(2).any(|w| w == ["--deny-read", "/work/ws/.env"]));
+        // The landlock grant of `/` stays; the launcher splits it.
+        assert_eq!(&l[..2], ["--ro", "/"]);
     }
 
     #[test]

@@ -982,3 +982,105 @@ fn a_verdict_cache_beneath_a_writable_root_is_ignored() {
         "nothing is written beneath a writable root"
     );
 }
+
+/// The deployment's file lists reach the runner: extra roots by held
+/// descriptor (not under read-only), read-only paths as protected binds,
+/// deny-read masks on bwrap and `--deny-read` on Landlock with the gaps
+/// Landlock has; a missing extra root or secret is simply not there.
+#[test]
+fn the_file_policy_reaches_both_backends_with_landlocks_gaps_named() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (ws, extra, secret, env) = (
+        base.join("ws"),
+        base.join("cache"),
+        base.join("home/.ssh"),
+        base.join("ws/.env"),
+    );
+    for dir in [&ws, &extra, &secret] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(&env, "K=V").unwrap();
+    std::fs::write(ws.join("key.pem"), "k").unwrap();
+    let files = stockade_core::FilePolicy {
+        writable_roots: vec![extra.clone(), base.join("missing-root")],
+        deny_read: vec![secret.clone(), ws.join("key.pem"), base.join("missing")],
+        read_only: vec![env.clone()],
+    };
+    for bwrap_ok in [true, false] {
+        let mut host = FakeHost::linux(bwrap_ok, true, Some(7));
+        host.supervised = true;
+        let (p, _) = provider(host, LocalSettings::default(), Platform::Linux);
+        let policy = ww(ws.to_str().unwrap()).with_files(files.clone());
+        let c = p.confine(&argv(), &policy).unwrap();
+        let a = strs(&c.argv);
+        assert!(c.writable_roots.contains(&extra), "{:?}", c.writable_roots);
+        assert!(!c.writable_roots.contains(&base.join("missing-root")));
+        assert_eq!(c.deny_read, [secret.clone(), ws.join("key.pem")]);
+        assert_eq!(c.read_only, [env.clone()]);
+        let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
+        let has = |w: &[&str]| a.windows(w.len()).any(|x| x == w);
+        if bwrap_ok {
+            assert!(
+                has(&["--perms", "0000", "--tmpfs", secret.to_str().unwrap()]),
+                "{a:?}"
+            );
+            assert!(has(&["--perms", "0000", "--ro-bind-data"]), "{a:?}");
+            assert!(a.iter().any(|x| *x == env.to_str().unwrap()), "{a:?}");
+            assert!(
+                !names.contains(&stockade_core::gaps::DENY_READ),
+                "{names:?}"
+            );
+        } else {
+            assert!(has(&["--deny-read", secret.to_str().unwrap()]), "{a:?}");
+            assert!(
+                a.iter().filter(|x| **x == "--protect-fd").count() >= 1,
+                "{a:?}"
+            );
+            // The key inside the workspace stays readable under Landlock,
+            // and the names inside ~/.ssh listable: both said.
+            let gap = c
+                .gaps
+                .iter()
+                .find(|g| g.name == stockade_core::gaps::DENY_READ)
+                .unwrap();
+            assert!(gap.detail.contains("key.pem"), "{}", gap.detail);
+            assert!(
+                names.contains(&stockade_core::gaps::DENY_READ_NAMES),
+                "{names:?}"
+            );
+        }
+        // read-only: no extra root, the secrets still masked.
+        let ro_policy = SandboxPolicy::new(ConfiningMode::ReadOnly, &ws).with_files(files.clone());
+        let c = p.confine(&argv(), &ro_policy).unwrap();
+        assert!(!c.writable_roots.contains(&extra));
+        assert_eq!(c.deny_read.len(), 2);
+    }
+}
+
+/// An extra root that holds what decides later runs is refused, naming both.
+#[test]
+fn an_extra_root_holding_the_verdict_cache_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    std::fs::create_dir_all(base.join("ws")).unwrap();
+    std::fs::create_dir_all(base.join("state/cache")).unwrap();
+    let settings = LocalSettings {
+        verdict_cache_dir: Some(base.join("state/cache")),
+        ..Default::default()
+    };
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        settings,
+        Platform::Linux,
+    );
+    let policy = ww(base.join("ws").to_str().unwrap()).with_files(stockade_core::FilePolicy {
+        writable_roots: vec![base.join("state")],
+        ..Default::default()
+    });
+    let e = p.confine(&argv(), &policy).unwrap_err().to_string();
+    assert!(
+        e.contains("verdict cache") && e.contains(&base.join("state").display().to_string()),
+        "{e}"
+    );
+}
