@@ -264,12 +264,12 @@ fn default_secrets_are_unreadable_by_cat_cp_tar_and_git_while_ls_home_works() {
             s.own();
             for rel in SECRETS {
                 let script = format!(
-                    "cat \"$HOME/{rel}\"; cp \"$HOME/{rel}\" \"$PWD/copy\"; tar cf - \"$HOME/{rel}\" | od -c | grep -c . >/dev/null; tar cf - \"$HOME/{rel}\" > \"$PWD/t.tar\"; git hash-object \"$HOME/{rel}\"; cat \"$HOME/{rel}\" > \"$PWD/redirect\"; true"
+                    "cat \"$HOME/{rel}\"; cp \"$HOME/{rel}\" \"$PWD/copy\"; tar cf - \"$HOME/{rel}\" | od -c | grep -c . >/dev/null; tar cf - \"$HOME/{rel}\" > \"$PWD/t.tar\"; git hash-object \"$HOME/{rel}\"; cat \"$HOME/{rel}\" > \"$PWD/redirect\"; ln \"$HOME/{rel}\" \"$PWD/hard\" && cat \"$PWD/hard\"; true"
                 );
                 let out = s.exec(backend, &[], &script);
                 let ctx = format!("{who:?} {backend} {rel}: {}", text(&out.stderr));
                 assert!(!text(&out.stdout).contains("TOPSECRET"), "{ctx}");
-                for f in ["copy", "t.tar", "redirect"] {
+                for f in ["copy", "t.tar", "redirect", "hard"] {
                     let got = fs::read(s.ws.join(f)).unwrap_or_default();
                     assert!(!text(&got).contains("TOPSECRET"), "{ctx}: {f}");
                     let _ = fs::remove_file(s.ws.join(f));
