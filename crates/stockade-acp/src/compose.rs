@@ -140,10 +140,12 @@ pub fn compose(
     env: &Environment,
     answerer: Arc<dyn Answerer>,
 ) -> Result<Composition, ServeError> {
-    let policy = Arc::new(PolicyService::new(
-        config.policy.mode,
-        fallback_root(config, env),
-    ));
+    // The file policy rides every call this service resolves: bash and the
+    // file tools get the same lists.
+    let policy = Arc::new(
+        PolicyService::new(config.policy.mode, fallback_root(config, env))
+            .with_files(config.file_policy().clone()),
+    );
     let provider = provider(config, env)?;
     let executor: Arc<dyn ShellExecutor> = match (config.bash.executor, provider) {
         (Implementation::Sandboxed, Some(p)) => Arc::new(SandboxedExecutor::new(

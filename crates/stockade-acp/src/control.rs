@@ -5,7 +5,9 @@
 //! root a run may write: checked at startup against the temp roots (and the
 //! fallback workspace, when one is configured), and at every session start
 //! against that session's roots. A refused session is never created or
-//! resumed.
+//! resumed. No extra writable root of `[policy] writable_roots` may contain
+//! either: each is held at startup, after the control state is registered,
+//! and one that contains it refuses the start.
 
 use std::path::PathBuf;
 
@@ -14,6 +16,7 @@ use stockade_roots::{HeldDir, RootError, RootPins};
 
 use crate::compose::{Environment, fallback_root};
 use crate::error::ServeError;
+use crate::log;
 
 /// Where the control state of this process lives.
 #[derive(Debug, Clone)]
@@ -61,5 +64,38 @@ impl ControlFiles {
         };
         self.refuse_beneath(&env.pins, held.as_deref())
             .map_err(ServeError::ControlState)
+    }
+
+    /// Register this process's control state with the pins, then hold every
+    /// extra writable root once, before anything runs. Registration comes
+    /// first: a root is checked against what is registered when it is held.
+    /// Call it after the provider is composed, so the verdict cache and the
+    /// runners it registers count too.
+    pub fn hold_extra_roots(&self, config: &Config, env: &Environment) -> Result<(), ServeError> {
+        if let Some(path) = &self.config {
+            env.pins.add_control_path("config", path);
+        }
+        env.pins
+            .add_control_path("session log directory", &self.log_dir);
+        for root in &config.file_policy().writable_roots {
+            match env.pins.extra_root(root) {
+                Ok(Some(_)) => {}
+                // Granted once it exists: the provider holds it then.
+                Ok(None) => log(format_args!(
+                    "writable root {} does not exist; it is not granted until it does",
+                    root.display()
+                )),
+                Err(source) => {
+                    return Err(ServeError::ExtraRoot {
+                        config: env
+                            .config_file
+                            .clone()
+                            .unwrap_or_else(|| env.config_dir.clone()),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -34,6 +34,19 @@ pub enum ServeError {
         #[source]
         source: stockade_roots::RootError,
     },
+    /// An entry of `[policy] writable_roots` cannot be held as a writable
+    /// root: `/` (through a symlink), a planted symlink, or a root that
+    /// contains control state (both are named).
+    #[error(
+        "{}: policy.{}: {source}",
+        .config.display(),
+        stockade_core::files::ListKind::WritableRoots.key()
+    )]
+    ExtraRoot {
+        config: PathBuf,
+        #[source]
+        source: stockade_roots::RootError,
+    },
 }
 
 impl ServeError {
@@ -42,7 +55,10 @@ impl ServeError {
     pub fn is_refusal(&self) -> bool {
         matches!(
             self,
-            Self::Config(_) | Self::ControlState(_) | Self::FallbackWorkspace { .. }
+            Self::Config(_)
+                | Self::ControlState(_)
+                | Self::FallbackWorkspace { .. }
+                | Self::ExtraRoot { .. }
         )
     }
 }

@@ -27,8 +27,13 @@
 //! The config and the session logs decide every later run's confinement,
 //! so neither may lie where a confined run can write: the server refuses to
 //! start when one lies beneath `/tmp` or `$TMPDIR` (or the configured
-//! fallback workspace), and refuses a session (new or resumed) whose cwd
-//! would make one writable.
+//! fallback workspace) or inside an extra writable root (`[policy]
+//! writable_roots`, each held once at startup), and refuses a session (new
+//! or resumed) whose cwd would make one writable.
+//!
+//! `[policy]`'s file lists (extra writable roots, deny-read, read-only) ride
+//! every call's policy, so bash and the file tools get the same ones, and
+//! the policy-context message states them.
 #![forbid(unsafe_code)]
 
 mod answerer;
@@ -87,7 +92,7 @@ pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
     // One line saying what this process mounts, for whoever reads the
     // editor's agent log.
     log(format_args!(
-        "serving ACP on stdio; config {}; sessions in {}; bash {}, default mode {}, approval {}, {} preset(s)",
+        "serving ACP on stdio; config {}; sessions in {}; bash {}, default mode {}, approval {}, {} preset(s); {} extra writable root(s), {} deny-read path(s), {} read-only path(s)",
         loaded.path.display(),
         server.store().dir().display(),
         if comp.confines {
@@ -101,6 +106,9 @@ pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
             |a| a.default_policy().to_string()
         ),
         comp.presets.as_ref().map_or(0, |p| p.presets().len()),
+        comp.policy.files().writable_roots.len(),
+        comp.policy.files().deny_read.len(),
+        comp.policy.files().read_only.len(),
     ));
     server.serve_stdio().await
 }

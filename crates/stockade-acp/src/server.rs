@@ -117,7 +117,9 @@ impl AcpServer {
     /// Compose `config` with this server's answerer as the approval chain's
     /// last link. Refused ([`ServeError::ControlState`]) when the config file
     /// or the session store lies beneath a temp root or beneath the
-    /// configured fallback workspace: a confined run could rewrite it.
+    /// configured fallback workspace: a confined run could rewrite it; and
+    /// ([`ServeError::ExtraRoot`]) when an extra writable root contains
+    /// either, or cannot be held.
     pub fn new(
         config: &Config,
         env: &Environment,
@@ -131,6 +133,7 @@ impl AcpServer {
         let live = Arc::new(Live::default());
         let answerer = Arc::new(AcpAnswerer { live: live.clone() });
         let comp = compose(config, env, answerer)?;
+        control.hold_extra_roots(config, env)?;
         Ok(Self {
             comp,
             store,

@@ -12,7 +12,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use stockade_core::{ApprovalPolicy, SandboxMode};
+use stockade_core::files::{self, EntryError, ListKind};
+use stockade_core::{ApprovalPolicy, FilePolicy, SandboxMode};
 
 /// Overrides the configured default mode (a value of the mode vocabulary).
 pub const ENV_MODE: &str = "STOCKADE_MODE";
@@ -40,6 +41,10 @@ pub struct Config {
     pub model: crate::model::ModelConfig,
     #[serde(default)]
     pub agent: AgentSection,
+    /// `[policy]`'s three lists, expanded when the file is loaded; nothing
+    /// later interprets `~` or a group again.
+    #[serde(skip)]
+    files: FilePolicy,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -92,6 +97,16 @@ pub struct PolicySection {
     /// The workspace root of a call that has no session (relative to the
     /// config file's directory); sessions use their own cwd.
     pub workspace_root: Option<PathBuf>,
+    /// Extra writable roots under `workspace-write`, as written: absolute,
+    /// `~/`-relative, or a toolchain group (`@cargo`, ...).
+    #[serde(default)]
+    pub writable_roots: Vec<PathBuf>,
+    /// What nothing confined may read, as written. Left out, the default
+    /// list applies; an empty list turns it off.
+    pub deny_read: Option<Vec<PathBuf>>,
+    /// Paths inside writable roots that stay read-only, as written.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
 }
 
 fn default_mode() -> SandboxMode {
@@ -103,6 +118,9 @@ impl Default for PolicySection {
         Self {
             mode: default_mode(),
             workspace_root: None,
+            writable_roots: Vec::new(),
+            deny_read: None,
+            read_only: Vec::new(),
         }
     }
 }
@@ -179,13 +197,25 @@ pub enum ConfigError {
 const DEFAULT_RELATIVE: &str = "stockade/stockade.toml";
 
 impl Config {
-    /// Parse and validate one file's text.
+    /// Parse and validate one file's text; `[policy]`'s lists are expanded
+    /// against this process's environment.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        Self::parse_in(path, text, &files::process_env)
+    }
+
+    /// [`Config::parse`] with `env` as the environment the lists are
+    /// expanded against (`HOME`, and the toolchain groups' own variables).
+    pub fn parse_in(
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string().trim_end().to_owned(),
         })?;
         config.validate(path)?;
+        config.files = config.policy.expand(path, env)?;
         Ok(config)
     }
 
@@ -221,6 +251,12 @@ impl Config {
                 })?;
         }
         Ok(())
+    }
+
+    /// The deployment's file policy, expanded at load. Every call's policy
+    /// carries it, whatever the mode.
+    pub fn file_policy(&self) -> &FilePolicy {
+        &self.files
     }
 
     /// Whether the mounted executor confines (the escalation fields exist).
@@ -300,6 +336,46 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+impl PolicySection {
+    /// The three lists as absolute paths. An entry that cannot be expanded
+    /// fails the load, naming the key, its index and the entry. A left-out
+    /// `deny_read` that cannot be expanded (no usable `$HOME`) fails too:
+    /// never a silently missing list of secrets.
+    fn expand(
+        &self,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<FilePolicy, ConfigError> {
+        let invalid = |key: String, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        let list = |entries: &[PathBuf], kind: ListKind| {
+            files::expand_all(entries, kind, env).map_err(|(i, e): (usize, EntryError)| {
+                invalid(format!("policy.{}[{i}]", kind.key()), e.to_string())
+            })
+        };
+        let writable_roots = list(&self.writable_roots, ListKind::WritableRoots)?;
+        let deny_read = match &self.deny_read {
+            Some(entries) => list(entries, ListKind::DenyRead)?,
+            None => files::default_deny_read(env).map_err(|(_, e)| {
+                invalid(
+                    format!("policy.{}", ListKind::DenyRead.key()),
+                    format!(
+                        "left out, so the default list applies, but its entry {e}; set HOME, or write the list out (deny_read = [] for none)"
+                    ),
+                )
+            })?,
+        };
+        Ok(FilePolicy {
+            writable_roots,
+            deny_read,
+            read_only: list(&self.read_only, ListKind::ReadOnly)?,
+        })
     }
 }
 
@@ -413,12 +489,187 @@ mod tests {
                 "[sandbox]\nrunner_failure_signatures = [\"x\"]\n",
             ),
             ("empty runner_command", "[sandbox]\nrunner_command = []\n"),
+            (
+                "relative writable root",
+                "[sandbox]\n[policy]\nwritable_roots = [\"/ok\", \"rel\"]\n",
+            ),
+            (
+                "`..` in a read-only path",
+                "[sandbox]\n[policy]\ndeny_read = []\nread_only = [\"/a/../b\"]\n",
+            ),
+            (
+                "deny-read of the filesystem root",
+                "[sandbox]\n[policy]\ndeny_read = [\"/\"]\n",
+            ),
+            (
+                "writable filesystem root",
+                "[sandbox]\n[policy]\nwritable_roots = [\"/x\", \"/\"]\n",
+            ),
+            (
+                "unknown group",
+                "[sandbox]\n[policy]\nwritable_roots = [\"@maven\"]\n",
+            ),
+            (
+                "group in deny_read",
+                "[sandbox]\n[policy]\ndeny_read = [\"@npm\"]\n",
+            ),
+            (
+                "writable_roots not a list",
+                "[sandbox]\n[policy]\nwritable_roots = \"/x\"\n",
+            ),
+            (
+                "a writable root not a string",
+                "[sandbox]\n[policy]\nwritable_roots = [\"/x\", 1]\n",
+            ),
         ];
         let text: Vec<String> = cases
             .iter()
             .map(|(what, toml)| format!("{what}:\n{}", err(toml)))
             .collect();
         insta::assert_snapshot!(text.join("\n\n"));
+    }
+}
+
+#[cfg(test)]
+mod file_policy {
+    use super::*;
+
+    const FILE: &str = "/etc/s.toml";
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    fn parse(policy: &str, env: &'static [(&'static str, &'static str)]) -> Result<Config, String> {
+        let text = format!("[sandbox]\n[policy]\n{policy}");
+        Config::parse_in(Path::new(FILE), &text, &vars(env)).map_err(|e| {
+            assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+            e.to_string()
+        })
+    }
+
+    const HOME: &[(&str, &str)] = &[("HOME", "/home/u")];
+
+    #[test]
+    fn every_list_is_expanded_once_at_load() {
+        let c = parse(
+            "writable_roots = [\"~/.cache/x\", \"@npm\", \"/opt/shared\"]\ndeny_read = [\"~/.ssh\", \"/srv/secret\"]\nread_only = [\"~/proj/.env\"]\n",
+            HOME,
+        )
+        .unwrap();
+        let paths = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(
+            c.file_policy(),
+            &FilePolicy {
+                writable_roots: paths(&["/home/u/.cache/x", "/home/u/.npm", "/opt/shared"]),
+                deny_read: paths(&["/home/u/.ssh", "/srv/secret"]),
+                read_only: paths(&["/home/u/proj/.env"]),
+            }
+        );
+        // As written, for whoever shows the file back.
+        assert_eq!(c.policy.writable_roots[1], PathBuf::from("@npm"));
+    }
+
+    #[test]
+    fn deny_read_left_out_is_the_default_list_and_empty_is_none() {
+        let c = parse("", HOME).unwrap();
+        let expected = files::default_deny_read(&vars(HOME)).unwrap();
+        assert_eq!(c.file_policy().deny_read, expected);
+        assert!(
+            c.file_policy()
+                .deny_read
+                .contains(&PathBuf::from("/home/u/.ssh"))
+        );
+        assert!(c.file_policy().writable_roots.is_empty() && c.file_policy().read_only.is_empty());
+        // No [policy] section at all: the same default.
+        let c = Config::parse_in(Path::new(FILE), "[sandbox]\n", &vars(HOME)).unwrap();
+        assert_eq!(c.file_policy().deny_read, expected);
+        let c = parse("deny_read = []\n", HOME).unwrap();
+        assert!(c.file_policy().is_empty());
+    }
+
+    #[test]
+    fn each_bad_entry_is_named_by_file_key_index_and_value() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "writable_roots = [\"/ok\", \"rel\"]\n",
+                "/etc/s.toml: policy.writable_roots[1]: \"rel\": must be an absolute path or start with ~/",
+            ),
+            (
+                "deny_read = [\"/a/../b\"]\n",
+                "/etc/s.toml: policy.deny_read[0]: \"/a/../b\": must not contain `..` (say the path it means)",
+            ),
+            (
+                "deny_read = []\nread_only = [\"/x\", \"/y\", \"/\"]\n",
+                "/etc/s.toml: policy.read_only[2]: \"/\": is the filesystem root; it is read-only already",
+            ),
+            (
+                "writable_roots = [\"/\"]\n",
+                "/etc/s.toml: policy.writable_roots[0]: \"/\": is the filesystem root; granting it would make every file writable",
+            ),
+            (
+                "writable_roots = [\"@cargo\", \"@maven\"]\n",
+                "/etc/s.toml: policy.writable_roots[1]: \"@maven\": unknown group; the groups are @cargo, @npm, @pip, @go, @gradle",
+            ),
+            (
+                "deny_read = [\"@npm\"]\n",
+                "/etc/s.toml: policy.deny_read[0]: \"@npm\": groups name writable caches; they only mean something in writable_roots",
+            ),
+        ];
+        for (policy, expected) in cases {
+            assert_eq!(parse(policy, HOME).unwrap_err(), *expected, "{policy}");
+        }
+    }
+
+    #[test]
+    fn without_a_usable_home_the_default_list_fails_the_load() {
+        for env in [&[][..], &[("HOME", "")], &[("HOME", "relative")]] {
+            let e = Config::parse_in(Path::new(FILE), "[sandbox]\n", &|n| {
+                env.iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| OsString::from(v))
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with(
+                    "/etc/s.toml: policy.deny_read: left out, so the default list applies"
+                ) && e.contains("\"~/.ssh\": names ~ but $HOME is not set")
+                    && e.contains("deny_read = []"),
+                "{env:?}: {e}"
+            );
+        }
+        // Written out, the list needs no home; `~` in it still does.
+        assert!(parse("deny_read = []\n", &[]).is_ok());
+        assert!(parse("deny_read = [\"/srv/secret\"]\n", &[]).is_ok());
+        let e = parse("deny_read = []\nwritable_roots = [\"@npm\"]\n", &[]).unwrap_err();
+        assert_eq!(
+            e,
+            "/etc/s.toml: policy.writable_roots[0]: \"@npm\": names ~ but $HOME is not set to an absolute path"
+        );
+    }
+
+    #[test]
+    fn a_list_of_the_wrong_type_names_file_and_key() {
+        for (policy, key) in [
+            ("writable_roots = \"/x\"\n", "writable_roots"),
+            ("deny_read = [\"/x\", 1]\n", "deny_read"),
+            ("read_only = { a = 1 }\n", "read_only"),
+        ] {
+            let text = format!("[sandbox]\n[policy]\n{policy}");
+            let e = Config::parse_in(Path::new(FILE), &text, &vars(HOME))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("/etc/s.toml: ") && e.contains(key) && e.contains("line 3"),
+                "{e}"
+            );
+        }
     }
 }
 

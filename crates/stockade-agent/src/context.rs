@@ -3,6 +3,7 @@
 //! against what the session already shows; history is never rewritten.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use stockade_core::{ApprovalPolicy, SandboxMode};
@@ -10,6 +11,12 @@ use stockade_session::{Event, Record, Role, Session, SessionError};
 
 use crate::approval::ApprovalService;
 use crate::policy::PolicyService;
+
+/// Paths as the message lists them.
+fn list(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(", ")
+}
 
 /// The `source` of every policy-context message.
 pub const SOURCE: &str = "sandbox:policy";
@@ -62,6 +69,7 @@ impl PolicyContext {
         };
         let _ = writeln!(m, "Sandbox mode: {mode} ({source}).");
         let root = self.policy.workspace_root(Some(session));
+        let files = self.policy.files();
         let who = match (self.confines, self.files_fenced) {
             (true, true) => "Commands and file edits",
             (true, false) => "Commands",
@@ -72,16 +80,42 @@ impl PolicyContext {
                 m,
                 "  {who} may write only /dev/null; every other write is refused."
             ),
-            SandboxMode::WorkspaceWrite => writeln!(
-                m,
-                "  {who} may write only under {}, /tmp and $TMPDIR (and /dev/null); other writes are refused.",
-                root.display()
-            ),
+            SandboxMode::WorkspaceWrite => {
+                let mut roots = vec![root];
+                roots.extend(files.writable_roots.iter().cloned());
+                writeln!(
+                    m,
+                    "  {who} may write only under {}, /tmp and $TMPDIR (and /dev/null); other writes are refused.",
+                    list(&roots)
+                )
+            }
             SandboxMode::DangerFullAccess => writeln!(
                 m,
                 "  {who} are not confined: any write this user account may make is allowed."
             ),
         };
+        // Only the confining modes enforce the lists; under
+        // danger-full-access nothing of them is claimed. "Wherever the
+        // sandbox enforces it": a backend with a gap says so in its own
+        // report, and this message must not promise more than the weakest.
+        if mode != SandboxMode::DangerFullAccess {
+            if !files.deny_read.is_empty() {
+                let _ = writeln!(
+                    m,
+                    "  Never read (refused wherever the sandbox enforces it): {}.",
+                    list(&files.deny_read)
+                );
+            }
+            // Said under read-only too: one approved retry under
+            // workspace-write still keeps these read-only.
+            if !files.read_only.is_empty() {
+                let _ = writeln!(
+                    m,
+                    "  Read-only even inside writable roots: {}.",
+                    list(&files.read_only)
+                );
+            }
+        }
         let Some(approval) = &self.approval else {
             m.push_str("Approval: none configured. A request for a wider retry fails; a denied command stays denied.\n");
             return m;

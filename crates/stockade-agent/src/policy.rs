@@ -1,16 +1,18 @@
 //! Per-call policy resolution: explicit escalation > session override >
 //! configured default for the mode; the session header's cwd > configured
-//! fallback root for the workspace root.
+//! fallback root for the workspace root. The deployment's file policy rides
+//! every resolved policy, whichever of those chose the mode.
 
 use std::path::PathBuf;
 
-use stockade_core::{ExecutionPolicy, SandboxMode};
+use stockade_core::{ExecutionPolicy, FilePolicy, SandboxMode};
 use stockade_session::Session;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyService {
     default_mode: SandboxMode,
     fallback_root: PathBuf,
+    files: FilePolicy,
 }
 
 impl PolicyService {
@@ -18,11 +20,23 @@ impl PolicyService {
         Self {
             default_mode,
             fallback_root: fallback_root.into(),
+            files: FilePolicy::default(),
         }
+    }
+
+    /// The same service stamping `files` on every policy it resolves.
+    pub fn with_files(mut self, files: FilePolicy) -> Self {
+        self.files = files;
+        self
     }
 
     pub fn default_mode(&self) -> SandboxMode {
         self.default_mode
+    }
+
+    /// The deployment's file policy (extra roots, deny-read, read-only).
+    pub fn files(&self) -> &FilePolicy {
+        &self.files
     }
 
     /// The mode a call gets without an escalation.
@@ -44,5 +58,6 @@ impl PolicyService {
             granted.unwrap_or_else(|| self.effective_mode(session)),
             self.workspace_root(session),
         )
+        .with_files(self.files.clone())
     }
 }

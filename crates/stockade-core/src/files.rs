@@ -411,7 +411,10 @@ mod tests {
         p.deny_read.push("/h/.ssh".into());
         p.read_only.push("/w/.env".into());
         let names: Vec<&str> = unenforced(&p, "seatbelt").iter().map(|g| g.name).collect();
-        assert_eq!(names, [crate::gaps::DENY_READ, crate::gaps::PROTECTED_PATHS]);
+        assert_eq!(
+            names,
+            [crate::gaps::DENY_READ, crate::gaps::PROTECTED_PATHS]
+        );
     }
 
     #[test]

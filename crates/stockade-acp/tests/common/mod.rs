@@ -97,6 +97,11 @@ pub fn stockade() -> Option<PathBuf> {
 
 impl World {
     pub fn new(script: Vec<ScriptedReply>) -> Option<Self> {
+        Self::new_with(|_| script)
+    }
+
+    /// A world whose script names paths in its own directory.
+    pub fn new_with(script: impl FnOnce(&Path) -> Vec<ScriptedReply>) -> Option<Self> {
         let launcher = launcher()?;
         stockade()?;
         // Outside every temp root: workspace-write grants /tmp, which would
@@ -109,7 +114,7 @@ impl World {
         let ws = dir.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
         let state = dir.path().join("state");
-        let model = ScriptedServer::start(script).unwrap();
+        let model = ScriptedServer::start(script(dir.path())).unwrap();
         Some(Self {
             dir,
             ws,
@@ -133,6 +138,9 @@ impl World {
         self.config_path()
     }
 
+    /// `deny_read = []`: the default list would name this host's home, so
+    /// what a test (or a snapshot) shows would depend on the machine. A test
+    /// of the lists replaces that line.
     pub fn config_text(&self, s: &Setup) -> String {
         let approval = s
             .approval
@@ -145,6 +153,7 @@ backend = "landlock"
 launcher_path = "{launcher}"
 [policy]
 mode = "{mode}"
+deny_read = []
 [bash]
 executor = "sandboxed"
 [fs]
