@@ -77,6 +77,13 @@ impl ControlFiles {
         }
         env.pins
             .add_control_path("session log directory", &self.log_dir);
+        // `writable_roots = ["@npm"]` means the cache even before npm made it.
+        for (dir, e) in stockade_local::create_group_caches(&config.policy.writable_roots) {
+            log(format_args!(
+                "writable root {}: cannot create it: {e}",
+                dir.display()
+            ));
+        }
         for root in &config.file_policy().writable_roots {
             match env.pins.extra_root(root) {
                 Ok(Some(_)) => {}
