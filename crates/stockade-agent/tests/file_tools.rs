@@ -1,11 +1,12 @@
-//! The file tools under the same policy as bash: fenced writes, the shared
-//! escalation gate, per-session roots.
+//! The file tools under the same policy as bash: fenced writes, reads
+//! fenced by the deny-read list, the shared escalation gate, per-session
+//! roots.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod common;
 
 use common::world;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -13,8 +14,10 @@ use stockade_agent::tools::files::file_tools;
 use stockade_agent::{
     ApprovalService, BashTool, EscalationGate, Fixed, PolicyService, Tool, ToolContext,
 };
-use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
-use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
+use stockade_core::{
+    ApprovalOutcome, ApprovalPolicy, ExecutionPolicy, FilePolicy, SandboxMode, texts,
+};
+use stockade_fs::{EditOutcome, FileSystem, FsError, LocalFs, SandboxedFs, WriteOutcome};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_session::{Event, KnobSource, Session};
 use stockade_shell::{SandboxedExecutor, ShellExecutor};
@@ -66,23 +69,25 @@ fn edit_args(path: &Path, escalate: Option<&str>) -> serde_json::Value {
 }
 
 #[test]
-fn write_and_edit_advertise_escalation_exactly_when_fenced() {
+fn every_file_tool_advertises_escalation_exactly_when_fenced() {
     let w = world();
     let (read, write, edit) = tools(SandboxMode::ReadOnly, &w.ws, None, fenced());
-    assert!(
-        read.schema()["properties"]
-            .get("sandbox_permissions")
-            .is_none()
-    );
-    for t in [&write as &dyn Tool, &edit] {
+    for t in [&read as &dyn Tool, &write, &edit] {
         assert_eq!(
             t.schema()["properties"]["sandbox_permissions"]["enum"],
-            json!(["workspace-write", "danger-full-access"])
+            json!(["workspace-write", "danger-full-access"]),
+            "{}",
+            t.name()
         );
         assert!(t.schema()["properties"].get("justification").is_some());
+        assert!(
+            t.description().contains("never work around it"),
+            "{}",
+            t.name()
+        );
     }
-    let (_, write, edit) = tools(SandboxMode::ReadOnly, &w.ws, None, Arc::new(LocalFs));
-    for t in [&write as &dyn Tool, &edit] {
+    let (read, write, edit) = tools(SandboxMode::ReadOnly, &w.ws, None, Arc::new(LocalFs));
+    for t in [&read as &dyn Tool, &write, &edit] {
         assert!(
             t.schema()["properties"]
                 .get("sandbox_permissions")
@@ -91,6 +96,33 @@ fn write_and_edit_advertise_escalation_exactly_when_fenced() {
             t.name()
         );
     }
+}
+
+/// Key order depends on serde_json's `preserve_order`, which feature
+/// unification turns on in some builds and not others: pin a sorted form.
+fn pretty_sorted(v: &serde_json::Value) -> String {
+    fn sort(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                serde_json::Value::Object(
+                    keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect(),
+                )
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    serde_json::to_string_pretty(&sort(v)).unwrap()
+}
+
+#[test]
+fn the_fenced_read_tool_is_pinned() {
+    let w = world();
+    let (read, _, _) = tools(SandboxMode::WorkspaceWrite, &w.ws, None, fenced());
+    insta::assert_snapshot!("read_schema_fenced", pretty_sorted(&read.schema()));
+    insta::assert_snapshot!("read_description_fenced", read.description());
 }
 
 #[tokio::test]
@@ -126,7 +158,7 @@ async fn read_only_refuses_with_the_bash_marker_and_names_path_and_roots() {
         assert!(out.content.contains(texts::ESCALATION_HINT));
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "old\n");
     }
-    // Reads stay unfenced, like reads under bash.
+    // Reads are fenced by the deny-read list alone, like reads under bash.
     let out = read.call(&ctx(&s, "r"), json!({ "path": "f" })).await;
     assert_eq!(out.content, "old\n");
 }
@@ -383,4 +415,198 @@ async fn two_sessions_with_different_roots_write_only_in_their_own() {
             assert!(!foreign.exists());
         }
     }
+}
+
+/// The fenced file system with a deployment's file policy stamped on every
+/// call's policy, whatever mode the call resolved to (the policy service
+/// stamps mode and workspace; the file policy rides along unchanged).
+struct WithFiles(SandboxedFs, FilePolicy);
+
+impl WithFiles {
+    fn policy(&self, policy: &ExecutionPolicy) -> ExecutionPolicy {
+        policy.clone().with_files(self.1.clone())
+    }
+}
+
+impl FileSystem for WithFiles {
+    fn fences(&self) -> bool {
+        true
+    }
+    fn read_under(&self, path: &Path, policy: &ExecutionPolicy) -> Result<Vec<u8>, FsError> {
+        self.0.read_under(path, &self.policy(policy))
+    }
+    fn write(
+        &self,
+        path: &Path,
+        contents: &[u8],
+        policy: &ExecutionPolicy,
+    ) -> Result<WriteOutcome, FsError> {
+        self.0.write(path, contents, &self.policy(policy))
+    }
+    fn edit(
+        &self,
+        path: &Path,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+        policy: &ExecutionPolicy,
+    ) -> Result<EditOutcome, FsError> {
+        self.0
+            .edit(path, old, new, replace_all, &self.policy(policy))
+    }
+}
+
+fn read_args(path: &Path, escalate: Option<&str>) -> serde_json::Value {
+    let mut v = json!({ "path": path });
+    if let Some(to) = escalate {
+        v["sandbox_permissions"] = json!(to);
+        v["justification"] = json!("the task needs it");
+    }
+    v
+}
+
+/// `outside/id` (denied) and `ws/id-link` pointing at it.
+fn denied_secret(w: &common::World) -> (PathBuf, PathBuf, Arc<dyn FileSystem>) {
+    let secret = w.outside.join("id");
+    std::fs::write(&secret, "private\n").unwrap();
+    let link = w.ws.join("id-link");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let files = FilePolicy {
+        deny_read: vec![secret.clone()],
+        ..FilePolicy::default()
+    };
+    let fs: Arc<dyn FileSystem> = Arc::new(WithFiles(SandboxedFs::with_temp_roots(vec![]), files));
+    (secret, link, fs)
+}
+
+#[tokio::test]
+async fn read_refuses_a_denied_file_with_the_marker_in_every_confining_mode() {
+    let w = world();
+    let (secret, link, fs) = denied_secret(&w);
+    let real = std::fs::canonicalize(&secret).unwrap();
+    for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+        let s = w.store.create(&w.ws).unwrap();
+        let (read, write, _) = tools(mode, &w.ws, None, fs.clone());
+        for asked in [&secret, &link] {
+            let out = read.call(&ctx(&s, "r"), read_args(asked, None)).await;
+            assert!(out.is_error, "{mode}: {}", out.content);
+            assert!(
+                out.content.starts_with(&format!(
+                    "{} reading {}",
+                    texts::denial_marker(mode),
+                    asked.display()
+                )),
+                "{}",
+                out.content
+            );
+            assert!(
+                out.content.contains(&real.display().to_string()),
+                "names the denied path: {}",
+                out.content
+            );
+            assert!(out.content.contains(texts::DENIAL_INSTRUCTION));
+            assert!(out.content.contains(texts::ESCALATION_HINT));
+            assert!(!out.content.contains("private"), "{}", out.content);
+        }
+        // Writing it is refused as the secret, in either mode.
+        let out = write.call(&ctx(&s, "w"), write_args(&link, None)).await;
+        assert!(
+            out.content.starts_with(&texts::denial_marker(mode))
+                && out.content.contains("deny-read list"),
+            "{mode}: {}",
+            out.content
+        );
+        // A file beside it reads as ever.
+        std::fs::write(w.ws.join("plain"), "plain\n").unwrap();
+        let out = read
+            .call(&ctx(&s, "p"), read_args(Path::new("plain"), None))
+            .await;
+        assert_eq!((out.is_error, out.content.as_str()), (false, "plain\n"));
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "private\n");
+}
+
+#[tokio::test]
+async fn a_denied_read_escalates_and_only_danger_full_access_reads_it() {
+    let w = world();
+    let (secret, link, fs) = denied_secret(&w);
+    let s = w.store.create(&w.ws).unwrap();
+    s.set_sandbox_mode(SandboxMode::ReadOnly, KnobSource::User)
+        .unwrap();
+    let (read, _, _) = tools(
+        SandboxMode::WorkspaceWrite,
+        &w.ws,
+        Some(ApprovalOutcome::AllowedOnce),
+        fs.clone(),
+    );
+    // Granted, workspace-write still confines: the deny-read list holds
+    // there too, and the denial says so.
+    let out = read
+        .call(&ctx(&s, "ww"), read_args(&link, Some("workspace-write")))
+        .await;
+    assert!(
+        out.is_error
+            && out
+                .content
+                .starts_with(&texts::denial_marker(SandboxMode::WorkspaceWrite)),
+        "{}",
+        out.content
+    );
+    assert!(
+        out.content.contains("only danger-full-access"),
+        "{}",
+        out.content
+    );
+    let out = read
+        .call(
+            &ctx(&s, "dfa"),
+            read_args(&link, Some("danger-full-access")),
+        )
+        .await;
+    assert_eq!((out.is_error, out.content.as_str()), (false, "private\n"));
+    assert_eq!(
+        s.with_records(|r| r
+            .iter()
+            .filter(|r| matches!(r.event, Event::ApprovalAsked { .. }))
+            .count()),
+        2
+    );
+    // Nothing is stored: the next read is refused again.
+    let out = read.call(&ctx(&s, "again"), read_args(&secret, None)).await;
+    assert!(
+        out.content
+            .starts_with(&texts::denial_marker(SandboxMode::ReadOnly)),
+        "{}",
+        out.content
+    );
+    // A rejected ask reads nothing.
+    let (read, _, _) = tools(
+        SandboxMode::ReadOnly,
+        &w.ws,
+        Some(ApprovalOutcome::Rejected),
+        fs,
+    );
+    let out = read
+        .call(
+            &ctx(&s, "rej"),
+            read_args(&secret, Some("danger-full-access")),
+        )
+        .await;
+    assert_eq!(
+        out.content,
+        format!(
+            "{}\n{}",
+            texts::rejected(SandboxMode::DangerFullAccess),
+            texts::REJECTED_NO_REASK
+        )
+    );
+    // The unfenced file system offers no escalation to read with.
+    let (read, _, _) = tools(SandboxMode::ReadOnly, &w.ws, None, Arc::new(LocalFs));
+    let out = read
+        .call(
+            &ctx(&s, "local"),
+            read_args(&secret, Some("danger-full-access")),
+        )
+        .await;
+    assert_eq!(out.content, texts::ESCALATION_NOT_OFFERED);
 }

@@ -1,6 +1,7 @@
 //! Every way a file operation fails. `Display` is model-facing: each message
-//! names the path, and a denial also names what is writable, so the model can
-//! tell a fence from a typo without another call.
+//! names the path, and a denial also names what is writable (or what the
+//! deny-read list holds), so the model can tell a fence from a typo without
+//! another call.
 
 use std::fmt::Write as _;
 use std::io;
@@ -8,6 +9,36 @@ use std::path::{Path, PathBuf};
 
 use stockade_core::{SandboxMode, texts};
 use stockade_roots::RootError;
+
+/// What a call was doing when the deny-read list refused it, as the denial
+/// names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    List,
+    /// A write or an edit.
+    Write,
+}
+
+impl Access {
+    fn verb(self) -> &'static str {
+        match self {
+            Access::Read => "reading",
+            Access::List => "listing",
+            Access::Write => "writing",
+        }
+    }
+}
+
+/// Why a path inside the writable roots stays read-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtectedBy {
+    /// git runs or obeys it outside the sandbox (`.git/hooks`,
+    /// `.git/config`, ...).
+    Git,
+    /// The deployment's `read_only` list names it.
+    Policy,
+}
 
 /// A symlink whose target took a write outside the writable roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +57,7 @@ pub enum FsError {
     /// beneath a writable root before a symlink was found to lead out).
     #[error(
         "{}",
-        denied_message(path, *mode, writable, symlink.as_ref(), protected.as_deref())
+        denied_message(path, *mode, writable, symlink.as_ref(), protected.as_deref(), *protected_by)
     )]
     Denied {
         /// The refused path, absolute and lexically normalized.
@@ -40,17 +71,36 @@ pub enum FsError {
         /// symlink that led to it, if any.
         symlink: Option<SymlinkHop>,
         /// Set when `path` lies inside a writable root but is (or lies
-        /// beneath) a path the host later runs or obeys outside the sandbox
-        /// (`.git/hooks`, `.git/config`, ...): the protected path, where it
-        /// really is.
+        /// beneath) a path that stays read-only there: one the host later
+        /// runs or obeys outside the sandbox (`.git/hooks`, `.git/config`,
+        /// ...) or one the deployment's `read_only` list names: the
+        /// protected path, where it really is.
         protected: Option<PathBuf>,
+        /// Why `protected` stays read-only; set exactly when it is.
+        protected_by: Option<ProtectedBy>,
+    },
+    /// `path` is, or lies beneath, a path on the deployment's deny-read
+    /// list (judged by identity: a symlink, a hard link or a `..` alias
+    /// meets the same refusal). Refused in both confining modes, so only
+    /// `danger-full-access` lifts it. Nothing was read or changed.
+    #[error("{}", deny_read_message(path, *mode, *access, denied))]
+    DenyRead {
+        /// The path the call asked for, absolute and lexically normalized.
+        path: PathBuf,
+        mode: SandboxMode,
+        access: Access,
+        /// The deny-read path it reached, where it really is.
+        denied: PathBuf,
     },
     /// A writable root could not be held, or no longer names the directory
     /// held for it (a confined command may have moved it and put something
     /// else at its path), or the paths to protect inside it could not be
-    /// found. The call fails closed: nothing was written.
-    #[error("cannot write {}: {source}", path.display())]
+    /// found, or a deny-read path moved inside one. The call fails closed:
+    /// nothing was read or written.
+    #[error("cannot {op} {}: {source}", path.display())]
     Root {
+        /// What was being done (`read`, `list`, `write`).
+        op: &'static str,
         /// The path the call asked for, absolute and lexically normalized.
         path: PathBuf,
         /// What is wrong with the root; its text names the root.
@@ -99,6 +149,7 @@ impl FsError {
     pub fn path(&self) -> &Path {
         match self {
             FsError::Denied { path, .. }
+            | FsError::DenyRead { path, .. }
             | FsError::Root { path, .. }
             | FsError::NotFound { path }
             | FsError::NotAFile { path }
@@ -114,7 +165,7 @@ impl FsError {
 
     /// Whether the policy refused the operation (as opposed to it failing).
     pub fn is_denied(&self) -> bool {
-        matches!(self, FsError::Denied { .. })
+        matches!(self, FsError::Denied { .. } | FsError::DenyRead { .. })
     }
 
     /// The writable roots a denial was judged against, `None` for any other
@@ -135,10 +186,27 @@ impl FsError {
         }
     }
 
+    /// Why the path [`FsError::protected_path`] names stays read-only.
+    pub fn protected_by(&self) -> Option<ProtectedBy> {
+        match self {
+            FsError::Denied { protected_by, .. } => *protected_by,
+            _ => None,
+        }
+    }
+
+    /// The deny-read path a denial refused, `None` for any other denial or
+    /// error.
+    pub fn deny_read_path(&self) -> Option<&Path> {
+        match self {
+            FsError::DenyRead { denied, .. } => Some(denied),
+            _ => None,
+        }
+    }
+
     /// The mode a denial was judged under, `None` for any other error.
     pub fn denied_mode(&self) -> Option<SandboxMode> {
         match self {
-            FsError::Denied { mode, .. } => Some(*mode),
+            FsError::Denied { mode, .. } | FsError::DenyRead { mode, .. } => Some(*mode),
             _ => None,
         }
     }
@@ -153,6 +221,7 @@ fn denied_message(
     writable: &[PathBuf],
     symlink: Option<&SymlinkHop>,
     protected: Option<&Path>,
+    by: Option<ProtectedBy>,
 ) -> String {
     let mut out = texts::denial_marker(mode);
     let _ = write!(out, " writing {}", path.display());
@@ -179,9 +248,14 @@ fn denied_message(
             protected.display()
         );
         hop(&mut out);
-        out.push_str(
-            ", which git runs or obeys outside the sandbox, so it stays read-only in this mode",
-        );
+        out.push_str(match by.unwrap_or(ProtectedBy::Git) {
+            ProtectedBy::Git => {
+                ", which git runs or obeys outside the sandbox, so it stays read-only in this mode"
+            }
+            ProtectedBy::Policy => {
+                ", which the deployment's read_only list keeps read-only inside the writable roots"
+            }
+        });
         return out;
     }
     out.push_str(" is outside the writable roots");
@@ -193,6 +267,27 @@ fn denied_message(
         }
         let _ = write!(out, "{}", root.display());
     }
+    out
+}
+
+/// `[sandbox: file access denied under <mode> mode] reading <path> ...`:
+/// the marker first, as for every denial, then the secret it reached. Both
+/// confining modes refuse it, so the text says which mode would not.
+fn deny_read_message(path: &Path, mode: SandboxMode, access: Access, denied: &Path) -> String {
+    let mut out = texts::denial_marker(mode);
+    let _ = write!(
+        out,
+        " {} {} is refused: it is or lies beneath {}, which is on the deny-read list: nothing confined may read it",
+        access.verb(),
+        path.display(),
+        denied.display()
+    );
+    if access == Access::Write {
+        out.push_str(" or write it");
+    }
+    out.push_str(
+        " (read-only and workspace-write both refuse it; only danger-full-access does not)",
+    );
     out
 }
 
@@ -208,6 +303,7 @@ mod tests {
             writable: vec![],
             symlink: None,
             protected: None,
+            protected_by: None,
         };
         assert_eq!(
             err.to_string(),
@@ -227,6 +323,7 @@ mod tests {
             writable: writable.clone(),
             symlink: None,
             protected: None,
+            protected_by: None,
         };
         assert_eq!(
             err.to_string(),
@@ -241,6 +338,7 @@ mod tests {
                 target: PathBuf::from("/etc"),
             }),
             protected: None,
+            protected_by: None,
         };
         assert_eq!(
             err.to_string(),
@@ -258,6 +356,7 @@ mod tests {
             writable: vec![PathBuf::from("/w/ws")],
             symlink: None,
             protected: Some(PathBuf::from("/w/ws/.git/hooks")),
+            protected_by: Some(ProtectedBy::Git),
         };
         assert_eq!(
             err.to_string(),
@@ -274,6 +373,7 @@ mod tests {
                 target: PathBuf::from(".git/hooks/pre-commit"),
             }),
             protected: Some(PathBuf::from("/w/ws/.git/hooks")),
+            protected_by: Some(ProtectedBy::Git),
         };
         assert!(
             err.to_string().contains(
@@ -284,8 +384,59 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_read_only_denial_says_whose_list_keeps_it() {
+        let err = FsError::Denied {
+            path: PathBuf::from("/w/ws/vendor/x"),
+            mode: SandboxMode::WorkspaceWrite,
+            writable: vec![PathBuf::from("/w/ws")],
+            symlink: None,
+            protected: Some(PathBuf::from("/w/ws/vendor")),
+            protected_by: Some(ProtectedBy::Policy),
+        };
+        assert_eq!(
+            err.to_string(),
+            "[sandbox: file access denied under workspace-write mode] writing /w/ws/vendor/x is refused: it is or lies beneath the protected path /w/ws/vendor, which the deployment's read_only list keeps read-only inside the writable roots"
+        );
+        assert_eq!(err.protected_by(), Some(ProtectedBy::Policy));
+        assert_eq!(err.deny_read_path(), None);
+    }
+
+    #[test]
+    fn a_deny_read_denial_names_the_path_the_secret_and_the_only_mode_that_reads_it() {
+        let err = FsError::DenyRead {
+            path: PathBuf::from("/w/ws/key"),
+            mode: SandboxMode::ReadOnly,
+            access: Access::Read,
+            denied: PathBuf::from("/h/.ssh"),
+        };
+        assert_eq!(
+            err.to_string(),
+            "[sandbox: file access denied under read-only mode] reading /w/ws/key is refused: it is or lies beneath /h/.ssh, which is on the deny-read list: nothing confined may read it (read-only and workspace-write both refuse it; only danger-full-access does not)"
+        );
+        assert!(err.is_denied());
+        assert_eq!(err.denied_mode(), Some(SandboxMode::ReadOnly));
+        assert_eq!(err.deny_read_path(), Some(Path::new("/h/.ssh")));
+        assert_eq!(err.path(), Path::new("/w/ws/key"));
+        assert_eq!(err.writable_roots(), None);
+        let err = FsError::DenyRead {
+            path: PathBuf::from("/h/.ssh/new"),
+            mode: SandboxMode::WorkspaceWrite,
+            access: Access::Write,
+            denied: PathBuf::from("/h/.ssh"),
+        };
+        assert!(
+            err.to_string().starts_with(
+                "[sandbox: file access denied under workspace-write mode] writing /h/.ssh/new is refused"
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("may read it or write it"), "{err}");
+    }
+
+    #[test]
     fn a_root_error_is_no_denial_and_carries_the_root_text() {
         let err = FsError::Root {
+            op: "write",
             path: PathBuf::from("/w/ws/a.txt"),
             source: RootError::FilesystemRoot {
                 what: stockade_roots::RootKind::Workspace,

@@ -21,10 +21,10 @@
 //! onto the final name after it was inspected is harmless: the rename
 //! replaces the directory entry (the symlink itself), it never follows it.
 //!
-//! Inside the roots, the protected paths (see `protect`) are refused by the
-//! identity of the directory handle the file would be created in and of the
-//! file it would replace, checked before any missing parent is created and
-//! again on the final parent.
+//! Inside the roots, the protected paths and the deny-read paths (see
+//! `protect`) are refused by the identity of the directory handle the file
+//! would be created in and of the file it would replace, checked before any
+//! missing parent is created and again on the final parent.
 
 use std::ffi::OsString;
 use std::io;
@@ -36,9 +36,9 @@ use cap_std::fs::{Dir, Metadata};
 use stockade_core::SandboxMode;
 use stockade_roots::HeldDir;
 
-use crate::error::{FsError, SymlinkHop};
+use crate::error::{Access, FsError, ProtectedBy, SymlinkHop};
 use crate::lexical::{normalize, pick_root};
-use crate::protect::Protection;
+use crate::protect::{Hit, Protection, Why};
 
 /// How many final-component symlinks a write follows before giving up (the
 /// kernel's own limit for path resolution).
@@ -74,7 +74,7 @@ pub(crate) enum Fence<'a> {
     Beneath(Beneath<'a>),
 }
 
-/// Only beneath one of `roots`, and nothing `protection` names.
+/// Only beneath one of `roots`, and nothing `protection` refuses.
 pub(crate) struct Beneath<'a> {
     /// For the denial text.
     pub mode: SandboxMode,
@@ -85,18 +85,28 @@ pub(crate) struct Beneath<'a> {
 }
 
 impl Beneath<'_> {
-    fn denied(
-        &self,
-        requested: &Path,
-        symlink: Option<SymlinkHop>,
-        protected: Option<PathBuf>,
-    ) -> FsError {
+    fn denied(&self, requested: &Path, symlink: Option<SymlinkHop>, hit: Option<Hit>) -> FsError {
+        let (protected, protected_by) = match hit {
+            Some(hit) if hit.why == Why::DenyRead => {
+                return refusal(requested, self.mode, Access::Write, hit);
+            }
+            Some(Hit { path, why }) => (
+                Some(path),
+                Some(if why == Why::ReadOnly {
+                    ProtectedBy::Policy
+                } else {
+                    ProtectedBy::Git
+                }),
+            ),
+            None => (None, None),
+        };
         FsError::Denied {
             path: requested.to_path_buf(),
             mode: self.mode,
             writable: self.writable.to_vec(),
             symlink,
             protected,
+            protected_by,
         }
     }
 
@@ -114,7 +124,7 @@ impl Beneath<'_> {
             .target_hit(&opened.parent, &opened.name, existing)
         {
             Ok(None) => Ok(()),
-            Ok(Some(protected)) => Err(self.denied(requested, hop.clone(), Some(protected))),
+            Ok(Some(hit)) => Err(self.denied(requested, hop.clone(), Some(hit))),
             // Fails closed: a file whose place cannot be judged is not
             // written.
             Err(source) => Err(FsError::Io {
@@ -123,6 +133,17 @@ impl Beneath<'_> {
                 source,
             }),
         }
+    }
+}
+
+/// The refusal of `access` to `requested`, which reached the deny-read path
+/// `hit`.
+pub(crate) fn refusal(requested: &Path, mode: SandboxMode, access: Access, hit: Hit) -> FsError {
+    FsError::DenyRead {
+        path: requested.to_path_buf(),
+        mode,
+        access,
+        denied: hit.path,
     }
 }
 
@@ -307,7 +328,7 @@ fn open_parent_beneath(
     };
     let guard = |dir: &Dir| match fence.protection.dir_hit(dir) {
         Ok(None) => Ok(()),
-        Ok(Some(protected)) => Err(fence.denied(requested, hop.clone(), Some(protected))),
+        Ok(Some(hit)) => Err(fence.denied(requested, hop.clone(), Some(hit))),
         Err(source) => Err(FsError::Io {
             op: "check for protected paths above",
             path: logical.to_path_buf(),

@@ -12,25 +12,55 @@
 //! `sub/../.git/config` or a final symlink to `.git/config` all meet the
 //! same refusal, whatever the path looked like.
 //!
+//! The deployment's `read_only` paths are refused the same way, and so are
+//! its deny-read paths (for reads and listings too): a deny-read directory
+//! refuses everything beneath it, a deny-read file itself, by identity.
+//!
 //! Walking up from a handle with `..` is only as stable as the tree above
 //! it. Nothing confined can move a directory into or out of a protected one
 //! (the runner binds them read-only), so a walk cannot be raced into missing
-//! one that matters.
+//! one that matters. A deny-read directory moved inside a writable root
+//! fails the next call closed (stockade-roots holds it by identity).
+
+use std::path::PathBuf;
 
 #[cfg(unix)]
 pub(crate) use imp::Protection;
 #[cfg(not(unix))]
 pub(crate) use none::Protection;
 
+/// Why a path is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Off Unix only deny-read paths are refused.
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(crate) enum Why {
+    /// git runs or obeys it outside the sandbox.
+    Git,
+    /// The deployment's `read_only` list.
+    ReadOnly,
+    /// The deployment's `deny_read` list.
+    DenyRead,
+}
+
+/// A refused path, where it really is, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hit {
+    pub path: PathBuf,
+    pub why: Why,
+}
+
 #[cfg(unix)]
 mod imp {
     use std::ffi::OsStr;
     use std::io;
     use std::path::PathBuf;
+    use std::sync::Arc;
 
     use cap_std::ambient_authority;
     use cap_std::fs::{Dir, Metadata, MetadataExt as _};
-    use stockade_roots::Protected;
+    use stockade_roots::{HeldDenied, Protected};
+
+    use super::{Hit, Why};
 
     /// More directories above a file than any real path has (`PATH_MAX` is
     /// 4096 bytes, so at most 2048 levels): a walk this long is refused
@@ -56,34 +86,41 @@ mod imp {
         }
     }
 
-    /// What one call must not write.
+    /// What one call must not write (or, for the deny-read entries, read).
     #[derive(Debug, Default)]
     pub(crate) struct Protection {
-        /// Directories nothing may be written beneath.
-        dirs: Vec<(Id, PathBuf)>,
-        /// Files that may not be replaced.
-        files: Vec<(Id, PathBuf)>,
+        /// Directories nothing may be written (or read) beneath.
+        dirs: Vec<(Id, Hit)>,
+        /// Files that may not be replaced (or read).
+        files: Vec<(Id, Hit)>,
         /// Git directories (by identity) in which `GITDIR_NAMES` may not be
         /// created or replaced; the path is the git directory's.
         gitdirs: Vec<(Id, PathBuf)>,
     }
 
     impl Protection {
-        /// The read-only entries of `list`; pinned-only ones (the `.git`
-        /// directory, which stays writable) are left alone.
-        pub(crate) fn of(list: &[Protected]) -> io::Result<Self> {
-            let mut out = Self::default();
+        /// Also refuse the read-only entries of `list`, for `why`;
+        /// pinned-only ones (the `.git` directory, which stays writable) are
+        /// left alone.
+        pub(crate) fn add(&mut self, list: &[Protected], why: Why) -> io::Result<()> {
             for p in list.iter().filter(|p| p.read_only) {
                 let at = Id {
                     dev: p.dev,
                     ino: p.ino,
                 };
+                let hit = Hit {
+                    path: p.path.clone(),
+                    why,
+                };
                 if !p.is_dir {
-                    out.files.push((at, p.path.clone()));
+                    self.files.push((at, hit));
                     continue;
                 }
-                out.dirs.push((at, p.path.clone()));
-                if p.path.file_name() == Some(OsStr::new("hooks")) {
+                self.dirs.push((at, hit));
+                // Only git's own hooks directory says where a git directory
+                // is; a listed directory that happens to be named `hooks`
+                // says nothing.
+                if why == Why::Git && p.path.file_name() == Some(OsStr::new("hooks")) {
                     // The git directory is what holds `hooks`: reached from
                     // the opened hooks directory, not by its path, so the
                     // identity is that of the directory the list was built
@@ -91,26 +128,52 @@ mod imp {
                     let hooks = Dir::from_std_file(p.file.try_clone()?);
                     let gitdir = hooks.open_parent_dir(ambient_authority())?;
                     let gitdir_path = p.path.parent().unwrap_or(&p.path).to_path_buf();
-                    out.gitdirs.push((id(&gitdir.dir_metadata()?), gitdir_path));
+                    self.gitdirs
+                        .push((id(&gitdir.dir_metadata()?), gitdir_path));
                 }
             }
-            Ok(out)
+            Ok(())
+        }
+
+        /// Also refuse the deny-read paths `held`, as they were identified
+        /// when first seen.
+        pub(crate) fn add_denied(&mut self, held: &[Arc<HeldDenied>]) -> io::Result<()> {
+            for h in held {
+                // Every Unix object has an identity; one without is not
+                // judged by a guess.
+                let (dev, ino) = h.dev_ino().ok_or_else(|| {
+                    io::Error::other(format!("{} has no identity", h.path().display()))
+                })?;
+                let entry = (
+                    Id { dev, ino },
+                    Hit {
+                        path: h.path().to_path_buf(),
+                        why: Why::DenyRead,
+                    },
+                );
+                if h.is_dir() {
+                    self.dirs.push(entry);
+                } else {
+                    self.files.push(entry);
+                }
+            }
+            Ok(())
         }
 
         fn is_empty(&self) -> bool {
             self.dirs.is_empty() && self.files.is_empty() && self.gitdirs.is_empty()
         }
 
-        /// The protected path that `dir`, or a directory above it, is.
-        pub(crate) fn dir_hit(&self, dir: &Dir) -> io::Result<Option<PathBuf>> {
+        /// The refused path that `dir`, or a directory above it, is.
+        pub(crate) fn dir_hit(&self, dir: &Dir) -> io::Result<Option<Hit>> {
             if self.dirs.is_empty() {
                 return Ok(None);
             }
             let mut cur = dir.try_clone()?;
             let mut cur_id = id(&cur.dir_metadata()?);
             for _ in 0..MAX_DEPTH {
-                if let Some((_, path)) = self.dirs.iter().find(|(d, _)| *d == cur_id) {
-                    return Ok(Some(path.clone()));
+                if let Some((_, hit)) = self.dirs.iter().find(|(d, _)| *d == cur_id) {
+                    return Ok(Some(hit.clone()));
                 }
                 let up = cur.open_parent_dir(ambient_authority())?;
                 let up_id = id(&up.dir_metadata()?);
@@ -126,7 +189,16 @@ mod imp {
             )))
         }
 
-        /// The protected path a write of `name` in `parent` would replace,
+        /// The refused file that the object with `dev` and `ino` is.
+        pub(crate) fn file_hit(&self, dev: u64, ino: u64) -> Option<Hit> {
+            let at = Id { dev, ino };
+            self.files
+                .iter()
+                .find(|(f, _)| *f == at)
+                .map(|(_, hit)| hit.clone())
+        }
+
+        /// The refused path a write of `name` in `parent` would replace,
         /// create, or create beneath. `existing` is what `name` is now (never
         /// a symlink), `None` when absent.
         pub(crate) fn target_hit(
@@ -134,20 +206,20 @@ mod imp {
             parent: &Dir,
             name: &OsStr,
             existing: Option<&Metadata>,
-        ) -> io::Result<Option<PathBuf>> {
+        ) -> io::Result<Option<Hit>> {
             if self.is_empty() {
                 return Ok(None);
             }
-            if let Some(m) = existing {
-                let at = id(m);
-                if let Some((_, path)) = self.files.iter().find(|(f, _)| *f == at) {
-                    return Ok(Some(path.clone()));
-                }
+            if let Some(hit) = existing.and_then(|m| self.file_hit(m.dev(), m.ino())) {
+                return Ok(Some(hit));
             }
             if GITDIR_NAMES.iter().any(|n| OsStr::new(n) == name) {
                 let at = id(&parent.dir_metadata()?);
                 if let Some((_, gitdir)) = self.gitdirs.iter().find(|(g, _)| *g == at) {
-                    return Ok(Some(gitdir.join(name)));
+                    return Ok(Some(Hit {
+                        path: gitdir.join(name),
+                        why: Why::Git,
+                    }));
                 }
             }
             self.dir_hit(parent)
@@ -155,25 +227,61 @@ mod imp {
     }
 }
 
-/// Off Unix there is no protected list (stockade-roots finds none): the
-/// fence protects nothing beyond its roots.
+/// Off Unix there is no protected list (stockade-roots finds none) and no
+/// device and inode to judge by: the fence protects nothing beyond its roots
+/// but the deny-read paths, which are judged by where the path resolves
+/// (so a hard link is not caught there).
 #[cfg(not(unix))]
 mod none {
     use std::ffi::OsStr;
     use std::io;
-    use std::path::PathBuf;
+    use std::path::Path;
+    use std::sync::Arc;
 
     use cap_std::fs::{Dir, Metadata};
+    use stockade_roots::HeldDenied;
 
-    #[derive(Debug)]
-    pub(crate) struct Protection;
+    use super::{Hit, Why};
+
+    #[derive(Debug, Default)]
+    pub(crate) struct Protection {
+        denied: Vec<Hit>,
+    }
 
     impl Protection {
-        pub(crate) fn none() -> Self {
-            Self
+        pub(crate) fn add_denied(&mut self, held: &[Arc<HeldDenied>]) -> io::Result<()> {
+            for h in held {
+                self.denied.push(Hit {
+                    path: h.path().to_path_buf(),
+                    why: Why::DenyRead,
+                });
+            }
+            Ok(())
         }
 
-        pub(crate) fn dir_hit(&self, _: &Dir) -> io::Result<Option<PathBuf>> {
+        /// The deny-read path `path` (absolute) resolves to or beneath: the
+        /// path resolved as far as it exists, the rest appended.
+        pub(crate) fn path_hit(&self, path: &Path) -> Option<Hit> {
+            if self.denied.is_empty() {
+                return None;
+            }
+            let mut existing = path;
+            let mut rest = Vec::new();
+            let real = loop {
+                if let Ok(real) = std::fs::canonicalize(existing) {
+                    break real;
+                }
+                rest.push(existing.file_name()?);
+                existing = existing.parent()?;
+            };
+            let real = rest.iter().rev().fold(real, |p, n| p.join(n));
+            self.denied
+                .iter()
+                .find(|d| real.starts_with(&d.path))
+                .cloned()
+        }
+
+        pub(crate) fn dir_hit(&self, _: &Dir) -> io::Result<Option<Hit>> {
             Ok(None)
         }
 
@@ -182,7 +290,7 @@ mod none {
             _: &Dir,
             _: &OsStr,
             _: Option<&Metadata>,
-        ) -> io::Result<Option<PathBuf>> {
+        ) -> io::Result<Option<Hit>> {
             Ok(None)
         }
     }

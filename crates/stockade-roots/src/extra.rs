@@ -52,12 +52,25 @@ impl HeldDenied {
 }
 
 /// Open `path` (resolved) as an object, not following a final symlink.
-#[cfg(unix)]
+/// `O_PATH` needs no read permission, so a secret the user cannot read
+/// (mode 0400 of another owner's) is still held.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn open_object(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Elsewhere there is no `O_PATH`: opened for reading, which the owner of
+/// a secret can do.
+#[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
+fn open_object(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
 }
 

@@ -1,6 +1,7 @@
 //! read, write and edit: in-process, where an argv wrapper means nothing.
-//! Writes and edits go through the mounted file system under the very policy
-//! bash would get, with the same escalation gate.
+//! All three go through the mounted file system under the very policy bash
+//! would get (reads obey its deny-read list, writes and edits its writable
+//! set too), with the same escalation gate.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,13 +78,10 @@ impl Files {
         ToolOutput::error(text)
     }
 
-    fn schema(
-        &self,
-        props: serde_json::Value,
-        required: &[&str],
-        fenced_write: bool,
-    ) -> serde_json::Value {
-        escalation::object_schema(props, required, fenced_write && self.fs.fences())
+    /// Every file tool can be refused, so each offers the escalation
+    /// fields exactly when the file system fences.
+    fn schema(&self, props: serde_json::Value, required: &[&str]) -> serde_json::Value {
+        escalation::object_schema(props, required, self.fs.fences())
     }
 }
 
@@ -125,6 +123,8 @@ pub fn file_tools(
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
     path: PathBuf,
+    sandbox_permissions: Option<EscalationTarget>,
+    justification: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -152,7 +152,17 @@ impl ReadTool {
     async fn run(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
         let a: ReadArgs = parse!("read", args);
         let path = self.0.absolute(ctx, &a.path);
-        match self.0.fs.read(&path) {
+        // A grant is not noted in the result: it is the file's text, and
+        // the user saw the ask.
+        let (policy, _) = match self
+            .0
+            .policy_for(ctx, "read", &path, a.sandbox_permissions, a.justification)
+            .await
+        {
+            Ok(p) => p,
+            Err(refused) => return refused,
+        };
+        match self.0.fs.read_under(&path, &policy) {
             Ok(bytes) => {
                 let cut = bytes.len().saturating_sub(READ_LIMIT);
                 let mut text = String::from_utf8_lossy(&bytes[..bytes.len() - cut]).into_owned();
@@ -161,7 +171,7 @@ impl ReadTool {
                 }
                 ToolOutput::ok(text)
             }
-            Err(e) => ToolOutput::error(e.to_string()),
+            Err(e) => self.0.failure(&e),
         }
     }
 }
@@ -227,13 +237,15 @@ impl Tool for ReadTool {
         "read"
     }
     fn description(&self) -> String {
-        "Read a text file.".into()
+        format!(
+            "Read a text file.{}",
+            fenced_note(self.0.fs.as_ref(), "Reads", "read")
+        )
     }
     fn schema(&self) -> serde_json::Value {
         self.0.schema(
             serde_json::json!({ "path": { "type": "string", "description": PATH_DESC } }),
             &["path"],
-            false,
         )
     }
     fn call<'a>(
@@ -245,11 +257,14 @@ impl Tool for ReadTool {
     }
 }
 
-fn fenced_note(fs: &dyn FileSystem) -> &'static str {
+/// `what` is `Writes` or `Reads`, `one` the call (`write`, `read`).
+fn fenced_note(fs: &dyn FileSystem, what: &str, one: &str) -> String {
     if fs.fences() {
-        " Writes obey the same file sandbox as bash: a refused write starts with \"[sandbox: file access denied under <mode> mode]\"; never work around it. If the write is needed, retry once with `sandbox_permissions` and a `justification` for the user to approve."
+        format!(
+            " {what} obey the same file sandbox as bash: a refused {one} starts with \"[sandbox: file access denied under <mode> mode]\"; never work around it. If the {one} is needed, retry once with `sandbox_permissions` and a `justification` for the user to approve."
+        )
     } else {
-        ""
+        String::new()
     }
 }
 
@@ -260,7 +275,7 @@ impl Tool for WriteTool {
     fn description(&self) -> String {
         format!(
             "Create or replace a file with the given content (atomically).{}",
-            fenced_note(self.0.fs.as_ref())
+            fenced_note(self.0.fs.as_ref(), "Writes", "write")
         )
     }
     fn schema(&self) -> serde_json::Value {
@@ -270,7 +285,6 @@ impl Tool for WriteTool {
                 "content": { "type": "string", "description": "The whole new content." }
             }),
             &["path", "content"],
-            true,
         )
     }
     fn call<'a>(
@@ -289,7 +303,7 @@ impl Tool for EditTool {
     fn description(&self) -> String {
         format!(
             "Replace exact text in a file: old_string must occur exactly once unless replace_all is set.{}",
-            fenced_note(self.0.fs.as_ref())
+            fenced_note(self.0.fs.as_ref(), "Writes", "write")
         )
     }
     fn schema(&self) -> serde_json::Value {
@@ -301,7 +315,6 @@ impl Tool for EditTool {
                 "replace_all": { "type": "boolean", "description": "Replace every occurrence (default false)." }
             }),
             &["path", "old_string", "new_string"],
-            true,
         )
     }
     fn call<'a>(
