@@ -176,6 +176,32 @@ impl LocalSettings {
     }
 }
 
+/// Create the caches a toolchain group names (`@npm` is `~/.npm`, ...) when
+/// they are missing, private to the user, so `writable_roots = ["@npm"]`
+/// works before the tool first ran. Explicit paths are never created: a
+/// missing one is simply not granted. Returns what could not be created.
+pub fn create_group_caches<S: AsRef<std::ffi::OsStr>>(
+    entries: &[S],
+) -> Vec<(PathBuf, std::io::Error)> {
+    use stockade_core::files::{ListKind, expand, process_env};
+    let mut failed = Vec::new();
+    for e in entries
+        .iter()
+        .filter(|e| e.as_ref().as_encoded_bytes().first() == Some(&b'@'))
+    {
+        for dir in expand(e.as_ref(), ListKind::WritableRoots, &process_env).unwrap_or_default() {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            if let Err(err) = b.create(&dir) {
+                failed.push((dir, err));
+            }
+        }
+    }
+    failed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,30 +253,4 @@ mod tests {
         assert_eq!(s.validate(), Err(SettingsError::ZeroProbeTimeout));
         assert_eq!(LocalSettings::default().validate(), Ok(()));
     }
-}
-
-/// Create the caches a toolchain group names (`@npm` is `~/.npm`, ...) when
-/// they are missing, private to the user, so `writable_roots = ["@npm"]`
-/// works before the tool first ran. Explicit paths are never created: a
-/// missing one is simply not granted. Returns what could not be created.
-pub fn create_group_caches<S: AsRef<std::ffi::OsStr>>(
-    entries: &[S],
-) -> Vec<(PathBuf, std::io::Error)> {
-    use stockade_core::files::{ListKind, expand, process_env};
-    let mut failed = Vec::new();
-    for e in entries
-        .iter()
-        .filter(|e| e.as_ref().as_encoded_bytes().first() == Some(&b'@'))
-    {
-        for dir in expand(e.as_ref(), ListKind::WritableRoots, &process_env).unwrap_or_default() {
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            if let Err(err) = b.create(&dir) {
-                failed.push((dir, err));
-            }
-        }
-    }
-    failed
 }

@@ -1017,7 +1017,7 @@ fn the_file_policy_reaches_both_backends_with_landlocks_gaps_named() {
         assert!(c.writable_roots.contains(&extra), "{:?}", c.writable_roots);
         assert!(!c.writable_roots.contains(&base.join("missing-root")));
         assert_eq!(c.deny_read, [secret.clone(), ws.join("key.pem")]);
-        assert_eq!(c.read_only, [env.clone()]);
+        assert_eq!(c.read_only, std::slice::from_ref(&env));
         let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
         let has = |w: &[&str]| a.windows(w.len()).any(|x| x == w);
         if bwrap_ok {
