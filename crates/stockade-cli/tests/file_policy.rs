@@ -549,3 +549,30 @@ fn cargo_builds_a_vendored_dependency_under_the_cargo_group() {
         assert!(!s.home.join(".cargo/bin").exists());
     }
 }
+
+#[test]
+fn probe_reports_the_default_deny_list_exec_applies() {
+    let s = Scratch::new(Who::Me);
+    let out = s.stockade().args(["probe", "--json"]).output().unwrap();
+    let v = json(&out);
+    let denied = strings(&v["file_policy"]["deny_read"]);
+    assert_eq!(
+        denied.len(),
+        stockade_core::files::DEFAULT_DENY_READ.len(),
+        "{v}"
+    );
+    assert!(
+        denied.contains(&s.home.join(".ssh").display().to_string()),
+        "{denied:?}"
+    );
+    let out = s.stockade().arg("probe").output().unwrap();
+    let line = text(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("deny-read (exec default): "))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(
+        line.contains(&s.home.join(".aws").display().to_string()),
+        "{line}"
+    );
+}

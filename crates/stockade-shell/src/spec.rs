@@ -146,7 +146,11 @@ impl SandboxFacts {
     /// What a denial report says after the marker: each path the denied
     /// lines name, then what was writable.
     pub fn denial_details(&self) -> Vec<String> {
-        let env = stockade_core::files::process_env;
+        self.denial_details_in(&stockade_core::files::process_env)
+    }
+
+    /// [`Self::denial_details`] with the toolchain groups placed by `env`.
+    pub fn denial_details_in(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for p in &self.denied_paths {
             out.push(format!("denied: {}", p.display()));
@@ -155,7 +159,7 @@ impl SandboxFacts {
                     "{} is on the deny-read list: nothing confined may read it",
                     secret.display()
                 ));
-            } else if let Some(group) = stockade_core::files::group_of(p, &env) {
+            } else if let Some(group) = stockade_core::files::group_of(p, env) {
                 out.push(texts::group_hint(group));
             }
         }
@@ -216,5 +220,46 @@ impl ShellResult {
 
     pub fn denied(&self) -> bool {
         self.sandbox.as_ref().is_some_and(|s| s.denied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_denial_names_the_secret_or_the_group_that_would_allow_it() {
+        let facts = SandboxFacts {
+            mode: SandboxMode::WorkspaceWrite,
+            backend: Some("bwrap"),
+            enforcement: Some(Enforcement::Full),
+            denied: true,
+            runner_failed: false,
+            runner_failure: None,
+            denied_paths: vec![
+                "/h/.ssh/id_ed25519".into(),
+                "/h/.npm/_cacache/tmp".into(),
+                "/etc/passwd".into(),
+            ],
+            writable_roots: vec!["/dev/null".into(), "/w".into(), "/h/cache".into()],
+            deny_read: vec!["/h/.ssh".into()],
+            read_only: vec![],
+            gaps: vec![],
+        };
+        let env = |n: &str| (n == "HOME").then(|| OsString::from("/h"));
+        let lines = facts.denial_details_in(&env);
+        assert_eq!(lines[0], "denied: /h/.ssh/id_ed25519");
+        assert!(
+            lines[1].contains("/h/.ssh") && lines[1].contains("deny-read"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[2], "denied: /h/.npm/_cacache/tmp");
+        assert_eq!(lines[3], texts::group_hint("@npm"));
+        assert_eq!(lines[4], "denied: /etc/passwd");
+        assert_eq!(
+            lines[5],
+            "writable under workspace-write: /dev/null, /w, /h/cache"
+        );
+        assert_eq!(lines.len(), 6);
     }
 }
