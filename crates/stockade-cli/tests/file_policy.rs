@@ -576,3 +576,31 @@ fn probe_reports_the_default_deny_list_exec_applies() {
         "{line}"
     );
 }
+
+/// A secret under a directory this user cannot search is one it cannot
+/// read either: it does not stop the run (nor is it claimed as masked).
+#[test]
+fn a_secret_this_user_cannot_reach_does_not_stop_the_run() {
+    if !users().contains(&Who::Nobody) {
+        return;
+    }
+    for backend in backends() {
+        let s = Scratch::new(Who::Nobody);
+        s.own();
+        let locked = s.state.join("locked");
+        s.put(&locked.join("home/.ssh/id_ed25519"), "TOPSECRET\n");
+        fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
+        let out = s
+            .stockade()
+            .env("HOME", locked.join("home"))
+            .args(["exec", "--backend", backend, "--json", "--", "echo", "ran"])
+            .output()
+            .unwrap();
+        let v = json(&out);
+        assert_eq!(v["result"]["exit"]["code"], 0, "{backend}: {v}");
+        assert!(
+            strings(&v["result"]["sandbox"]["deny_read"]).is_empty(),
+            "{v}"
+        );
+    }
+}

@@ -145,7 +145,8 @@ impl RootPins {
     }
 
     /// The deny-read path `given` (absolute), held by identity on first
-    /// sight. `Ok(None)` while it does not exist. A held one that no longer
+    /// sight. `Ok(None)` while it does not exist (or this user cannot reach
+    /// it, so cannot read it either). A held one that no longer
     /// resolves to the same object fails closed when a confined run could
     /// have moved it (it lies beneath a writable root); elsewhere only the
     /// user could have, and the new object is held in its place.
@@ -154,7 +155,18 @@ impl RootPins {
         let mut map = self.denied.lock().unwrap_or_else(PoisonError::into_inner);
         let now = match std::fs::canonicalize(given) {
             Ok(p) => Some(p),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            // Not there, or not reachable by this user (a home under a
+            // directory it cannot search): nothing this user could read.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound
+                        | io::ErrorKind::PermissionDenied
+                        | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                None
+            }
             Err(source) => {
                 return Err(RootError::Open {
                     what: RootKind::DenyRead,
