@@ -14,10 +14,8 @@ use stockade_agent::tools::files::file_tools;
 use stockade_agent::{
     ApprovalService, BashTool, EscalationGate, Fixed, PolicyService, Tool, ToolContext,
 };
-use stockade_core::{
-    ApprovalOutcome, ApprovalPolicy, ExecutionPolicy, FilePolicy, SandboxMode, texts,
-};
-use stockade_fs::{EditOutcome, FileSystem, FsError, LocalFs, SandboxedFs, WriteOutcome};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, FilePolicy, SandboxMode, texts};
+use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_session::{Event, KnobSource, Session};
 use stockade_shell::{SandboxedExecutor, ShellExecutor};
@@ -33,7 +31,18 @@ fn tools(
     outcome: Option<ApprovalOutcome>,
     fs: Arc<dyn FileSystem>,
 ) -> (impl Tool, impl Tool, impl Tool) {
-    let policy = Arc::new(PolicyService::new(default, root));
+    tools_with(default, root, outcome, fs, FilePolicy::default())
+}
+
+/// The tools under a deployment whose file policy is `files`.
+fn tools_with(
+    default: SandboxMode,
+    root: &Path,
+    outcome: Option<ApprovalOutcome>,
+    fs: Arc<dyn FileSystem>,
+    files: FilePolicy,
+) -> (impl Tool, impl Tool, impl Tool) {
+    let policy = Arc::new(PolicyService::new(default, root).with_files(files));
     let approval = outcome.map(|o| {
         Arc::new(ApprovalService::new(
             ApprovalPolicy::Ask,
@@ -417,45 +426,6 @@ async fn two_sessions_with_different_roots_write_only_in_their_own() {
     }
 }
 
-/// The fenced file system with a deployment's file policy stamped on every
-/// call's policy, whatever mode the call resolved to (the policy service
-/// stamps mode and workspace; the file policy rides along unchanged).
-struct WithFiles(SandboxedFs, FilePolicy);
-
-impl WithFiles {
-    fn policy(&self, policy: &ExecutionPolicy) -> ExecutionPolicy {
-        policy.clone().with_files(self.1.clone())
-    }
-}
-
-impl FileSystem for WithFiles {
-    fn fences(&self) -> bool {
-        true
-    }
-    fn read_under(&self, path: &Path, policy: &ExecutionPolicy) -> Result<Vec<u8>, FsError> {
-        self.0.read_under(path, &self.policy(policy))
-    }
-    fn write(
-        &self,
-        path: &Path,
-        contents: &[u8],
-        policy: &ExecutionPolicy,
-    ) -> Result<WriteOutcome, FsError> {
-        self.0.write(path, contents, &self.policy(policy))
-    }
-    fn edit(
-        &self,
-        path: &Path,
-        old: &str,
-        new: &str,
-        replace_all: bool,
-        policy: &ExecutionPolicy,
-    ) -> Result<EditOutcome, FsError> {
-        self.0
-            .edit(path, old, new, replace_all, &self.policy(policy))
-    }
-}
-
 fn read_args(path: &Path, escalate: Option<&str>) -> serde_json::Value {
     let mut v = json!({ "path": path });
     if let Some(to) = escalate {
@@ -466,7 +436,7 @@ fn read_args(path: &Path, escalate: Option<&str>) -> serde_json::Value {
 }
 
 /// `outside/id` (denied) and `ws/id-link` pointing at it.
-fn denied_secret(w: &common::World) -> (PathBuf, PathBuf, Arc<dyn FileSystem>) {
+fn denied_secret(w: &common::World) -> (PathBuf, PathBuf, FilePolicy) {
     let secret = w.outside.join("id");
     std::fs::write(&secret, "private\n").unwrap();
     let link = w.ws.join("id-link");
@@ -475,18 +445,17 @@ fn denied_secret(w: &common::World) -> (PathBuf, PathBuf, Arc<dyn FileSystem>) {
         deny_read: vec![secret.clone()],
         ..FilePolicy::default()
     };
-    let fs: Arc<dyn FileSystem> = Arc::new(WithFiles(SandboxedFs::with_temp_roots(vec![]), files));
-    (secret, link, fs)
+    (secret, link, files)
 }
 
 #[tokio::test]
 async fn read_refuses_a_denied_file_with_the_marker_in_every_confining_mode() {
     let w = world();
-    let (secret, link, fs) = denied_secret(&w);
+    let (secret, link, files) = denied_secret(&w);
     let real = std::fs::canonicalize(&secret).unwrap();
     for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
         let s = w.store.create(&w.ws).unwrap();
-        let (read, write, _) = tools(mode, &w.ws, None, fs.clone());
+        let (read, write, _) = tools_with(mode, &w.ws, None, fenced(), files.clone());
         for asked in [&secret, &link] {
             let out = read.call(&ctx(&s, "r"), read_args(asked, None)).await;
             assert!(out.is_error, "{mode}: {}", out.content);
@@ -529,15 +498,16 @@ async fn read_refuses_a_denied_file_with_the_marker_in_every_confining_mode() {
 #[tokio::test]
 async fn a_denied_read_escalates_and_only_danger_full_access_reads_it() {
     let w = world();
-    let (secret, link, fs) = denied_secret(&w);
+    let (secret, link, files) = denied_secret(&w);
     let s = w.store.create(&w.ws).unwrap();
     s.set_sandbox_mode(SandboxMode::ReadOnly, KnobSource::User)
         .unwrap();
-    let (read, _, _) = tools(
+    let (read, _, _) = tools_with(
         SandboxMode::WorkspaceWrite,
         &w.ws,
         Some(ApprovalOutcome::AllowedOnce),
-        fs.clone(),
+        fenced(),
+        files.clone(),
     );
     // Granted, workspace-write still confines: the deny-read list holds
     // there too, and the denial says so.
@@ -580,11 +550,12 @@ async fn a_denied_read_escalates_and_only_danger_full_access_reads_it() {
         out.content
     );
     // A rejected ask reads nothing.
-    let (read, _, _) = tools(
+    let (read, _, _) = tools_with(
         SandboxMode::ReadOnly,
         &w.ws,
         Some(ApprovalOutcome::Rejected),
-        fs,
+        fenced(),
+        files,
     );
     let out = read
         .call(
