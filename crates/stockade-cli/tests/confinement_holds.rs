@@ -11,28 +11,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// The unprivileged identity the non-root legs run as.
-const NOBODY: u32 = 65534;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Me,
-    Nobody,
-}
-
-/// Every identity to test as: ourselves, and `nobody` when we are root.
-fn users() -> Vec<Who> {
-    if rustix::process::geteuid().is_root() {
-        vec![Who::Me, Who::Nobody]
-    } else {
-        assert!(
-            !stockade_testkit::in_ci(),
-            "CI runs as root; the root legs must run there"
-        );
-        eprintln!("not root: only the unprivileged legs run");
-        vec![Who::Me]
-    }
-}
+use stockade_testkit::users::{Who, users};
 
 fn backends() -> Vec<&'static str> {
     let mut b = vec!["landlock"];
@@ -53,14 +32,7 @@ fn owned_dir(base: &Path, prefix: &str, who: Who) -> tempfile::TempDir {
 }
 
 fn chown_tree(p: &Path, who: Who) {
-    if who == Who::Nobody {
-        let st = Command::new("chown")
-            .args(["-R", &format!("{NOBODY}:{NOBODY}")])
-            .arg(p)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    who.own(p);
 }
 
 /// Scratch outside every writable root (not /tmp, not $TMPDIR).
@@ -73,20 +45,7 @@ fn base() -> PathBuf {
 
 /// `program args` as `who`, with `state` as its runtime dir (verdict cache).
 fn command_as(who: Who, program: &OsStr, state: &Path) -> Command {
-    let mut c = match who {
-        Who::Me => Command::new(program),
-        Who::Nobody => {
-            let mut c = Command::new("setpriv");
-            c.args([
-                format!("--reuid={NOBODY}"),
-                format!("--regid={NOBODY}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ])
-            .arg(program);
-            c
-        }
-    };
+    let mut c = who.command(program);
     c.env("XDG_RUNTIME_DIR", state)
         .env("HOME", state)
         .env_remove("TMPDIR")

@@ -6,28 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const NOBODY: u32 = 65534;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Me,
-    Nobody,
-}
-
-fn users() -> Vec<Who> {
-    if rustix::process::geteuid().is_root() {
-        vec![Who::Me, Who::Nobody]
-    } else {
-        assert!(!stockade_testkit::in_ci(), "CI runs as root");
-        vec![Who::Me]
-    }
-}
+use stockade_testkit::users::{Who, users};
 
 fn backends() -> Vec<&'static str> {
     let mut b = vec!["landlock"];
@@ -83,32 +67,11 @@ impl Scratch {
 
     /// Hand everything made so far to `who`.
     fn own(&self) {
-        if self.who == Who::Nobody {
-            let st = Command::new("chown")
-                .args(["-R", &format!("{NOBODY}:{NOBODY}")])
-                .arg(self._dir.path())
-                .status()
-                .unwrap();
-            assert!(st.success());
-        }
+        self.who.own(self._dir.path());
     }
 
     fn stockade(&self) -> Command {
-        let exe = OsStr::new(env!("CARGO_BIN_EXE_stockade"));
-        let mut c = match self.who {
-            Who::Me => Command::new(exe),
-            Who::Nobody => {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    format!("--reuid={NOBODY}"),
-                    format!("--regid={NOBODY}"),
-                    "--clear-groups".into(),
-                    "--".into(),
-                ])
-                .arg(exe);
-                c
-            }
-        };
+        let mut c = self.who.command(env!("CARGO_BIN_EXE_stockade"));
         c.env("XDG_RUNTIME_DIR", &self.state)
             .env("HOME", &self.home)
             .env_remove("TMPDIR")

@@ -38,31 +38,10 @@ use rustix::process::{Pid, Signal};
 const BIN: &str = env!("CARGO_BIN_EXE_landlock-run");
 /// The system python3 (not a per-user shim that `nobody` could not reach).
 const PY: &str = "/usr/bin/python3";
-/// The unprivileged identity the non-root legs run as.
-const NOBODY: u32 = 65534;
+use stockade_testkit::users::{NOBODY, Who, users};
 
 // ---------------------------------------------------------------------------
 // Who runs, where, and how.
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Who {
-    Me,
-    Nobody,
-}
-
-/// Every identity to test as: ourselves, and `nobody` when we are root.
-fn users() -> Vec<Who> {
-    if rustix::process::geteuid().is_root() {
-        vec![Who::Me, Who::Nobody]
-    } else {
-        assert!(
-            !stockade_testkit::in_ci(),
-            "CI runs as root; the root legs must run there"
-        );
-        eprintln!("not root: only the unprivileged legs run");
-        vec![Who::Me]
-    }
-}
 
 /// python3 drives most calls; CI must have it.
 fn python() -> bool {
@@ -129,20 +108,7 @@ fn text(bytes: &[u8]) -> String {
 
 /// `program` as `who`, with stdin closed and `$PY` naming python3.
 fn as_user(who: Who, program: &str) -> Command {
-    let mut c = match who {
-        Who::Me => Command::new(program),
-        Who::Nobody => {
-            let mut c = Command::new("setpriv");
-            c.args([
-                format!("--reuid={NOBODY}"),
-                format!("--regid={NOBODY}"),
-                "--clear-groups".into(),
-                "--".into(),
-            ])
-            .arg(program);
-            c
-        }
-    };
+    let mut c = who.command(program);
     c.env_remove("TMPDIR")
         .env("PY", PY)
         .env("PYTHONDONTWRITEBYTECODE", "1")

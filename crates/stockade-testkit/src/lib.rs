@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[cfg(unix)]
+pub mod users;
+
 /// CI runs the real-runner suites strictly: a missing runner is a failure.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
