@@ -8,6 +8,7 @@
 pub mod files;
 pub mod gaps;
 mod mode;
+pub mod net;
 mod policy;
 mod provider;
 mod runner_failure;
@@ -17,8 +18,10 @@ pub mod texts;
 
 pub use files::FilePolicy;
 pub use mode::{
-    ApprovalOutcome, ApprovalPolicy, ConfiningMode, Enforcement, ParseVocabularyError, SandboxMode,
+    ApprovalOutcome, ApprovalPolicy, ConfiningMode, Enforcement, NetworkMode, ParseVocabularyError,
+    SandboxMode,
 };
+pub use net::NetworkPolicy;
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
     BackendAttempt, Confined, Gap, PassFd, SANDBOX_UNAVAILABLE, SandboxProvider,

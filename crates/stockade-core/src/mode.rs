@@ -92,6 +92,42 @@ vocabulary! {
 }
 
 vocabulary! {
+    /// What a confined command may reach over the network. A second knob
+    /// beside [`SandboxMode`], ordered by width like it.
+    NetworkMode, "network mode" {
+        /// Nothing but a loopback private to the sandbox (where the backend
+        /// has one).
+        Deny = "deny",
+        /// Only the allowed hosts, through stockade's CONNECT proxy.
+        AllowListed = "allow-listed",
+        /// The host's network, unchanged.
+        Allow = "allow",
+    }
+}
+
+impl NetworkMode {
+    /// The next wider value, or `None` at the widest.
+    pub const fn wider(self) -> Option<NetworkMode> {
+        match self {
+            NetworkMode::Deny => Some(NetworkMode::AllowListed),
+            NetworkMode::AllowListed => Some(NetworkMode::Allow),
+            NetworkMode::Allow => None,
+        }
+    }
+
+    /// The default that goes with a file mode in the default preset table:
+    /// `read-only` denies, `workspace-write` allows the listed hosts,
+    /// `danger-full-access` always means `allow`.
+    pub const fn default_for(mode: SandboxMode) -> NetworkMode {
+        match mode {
+            SandboxMode::ReadOnly => NetworkMode::Deny,
+            SandboxMode::WorkspaceWrite => NetworkMode::AllowListed,
+            SandboxMode::DangerFullAccess => NetworkMode::Allow,
+        }
+    }
+}
+
+vocabulary! {
     /// The subset of [`SandboxMode`] a provider is ever asked to confine.
     ConfiningMode, "confining sandbox mode" {
         ReadOnly = "read-only",

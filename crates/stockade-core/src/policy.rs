@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use crate::files::FilePolicy;
 use crate::mode::{ConfiningMode, SandboxMode};
+use crate::net::NetworkPolicy;
 
 /// The complete per-call policy, resolved before an executor runs.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -12,6 +13,9 @@ pub struct ExecutionPolicy {
     /// read-only paths). It rides every call, whatever the mode.
     #[serde(default)]
     pub files: FilePolicy,
+    /// What the call may reach over the network.
+    #[serde(default)]
+    pub network: NetworkPolicy,
 }
 
 /// The subset a provider sees. It cannot express `danger-full-access`, so no
@@ -22,6 +26,9 @@ pub struct SandboxPolicy {
     pub workspace_root: PathBuf,
     #[serde(default)]
     pub files: FilePolicy,
+    /// What the call may reach over the network.
+    #[serde(default)]
+    pub network: NetworkPolicy,
 }
 
 impl ExecutionPolicy {
@@ -30,6 +37,7 @@ impl ExecutionPolicy {
             mode,
             workspace_root: workspace_root.into(),
             files: FilePolicy::default(),
+            network: NetworkPolicy::default(),
         }
     }
 
@@ -39,12 +47,19 @@ impl ExecutionPolicy {
         self
     }
 
+    /// The same policy with `network` as its network policy.
+    pub fn with_network(mut self, network: NetworkPolicy) -> Self {
+        self.network = network;
+        self
+    }
+
     /// What to hand a provider, or `None` when the call runs unconfined.
     pub fn sandbox_policy(&self) -> Option<SandboxPolicy> {
         self.mode.confining().map(|mode| SandboxPolicy {
             mode,
             workspace_root: self.workspace_root.clone(),
             files: self.files.clone(),
+            network: self.network.clone(),
         })
     }
 }
@@ -55,12 +70,25 @@ impl SandboxPolicy {
             mode,
             workspace_root: workspace_root.into(),
             files: FilePolicy::default(),
+            network: NetworkPolicy::default(),
         }
     }
 
     /// The same policy with `files` as its file policy.
     pub fn with_files(mut self, files: FilePolicy) -> Self {
         self.files = files;
+        self
+    }
+
+    /// The same policy with `network` as its network policy.
+    pub fn with_network(mut self, network: NetworkPolicy) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// The same policy with `network` as its network policy.
+    pub fn with_network(mut self, network: NetworkPolicy) -> Self {
+        self.network = network;
         self
     }
 

@@ -18,6 +18,18 @@ pub fn group_hint(group: &str) -> String {
 /// The line a refused read prints on every backend (`EACCES`).
 pub const READ_DENIED_SIGNATURE: &str = "Permission denied";
 
+/// `[sandbox: network access to <host> denied under <mode> network]`, or
+/// without a host when none could be read.
+pub fn network_denial_marker(host: Option<&str>, mode: crate::NetworkMode) -> String {
+    match host {
+        Some(h) => format!("[sandbox: network access to {h} denied under {mode} network]"),
+        None => format!("[sandbox: network access denied under {mode} network]"),
+    }
+}
+
+/// Follows the network denial marker wherever it is shown.
+pub const NETWORK_DENIAL_INSTRUCTION: &str = "The sandbox refused a network connection of this command. Do not try to work around the denial (no other hosts, proxies, ports, tools or encodings to reach the same effect).";
+
 /// Follows the denial marker wherever it is shown.
 pub const DENIAL_INSTRUCTION: &str = "The sandbox refused a file effect of this command. Do not try to work around the denial (no other paths, tools, interpreters or encodings to reach the same effect).";
 
