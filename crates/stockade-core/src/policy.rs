@@ -86,12 +86,6 @@ impl SandboxPolicy {
         self
     }
 
-    /// The same policy with `network` as its network policy.
-    pub fn with_network(mut self, network: NetworkPolicy) -> Self {
-        self.network = network;
-        self
-    }
-
     /// The extra writable roots this policy grants (none under read-only).
     pub fn extra_roots(&self) -> &[PathBuf] {
         match self.mode {
