@@ -492,8 +492,11 @@ fn cargo_builds_a_vendored_dependency_under_the_cargo_group() {
         fs::create_dir_all(s.home.join(".cargo")).unwrap();
         let run = |flags: &[&str]| {
             let mut c = s.stockade();
+            // The suite's own CARGO_TARGET_DIR (CI sets one outside the
+            // clone) is no writable root: build inside the workspace.
             c.env("RUSTUP_HOME", &rustup_home)
                 .env("CARGO_HOME", s.home.join(".cargo"))
+                .env("CARGO_TARGET_DIR", s.ws.join("target"))
                 .args(["exec", "--backend", backend])
                 .args(flags)
                 .args(["--", "cargo", "run", "--offline", "-q"]);
