@@ -37,8 +37,8 @@ mod linux {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use landlock::{
-        ABI, Access, AccessFs, CompatLevel, Compatible, LandlockStatus, PathBeneath, RestrictSelf,
-        Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort,
+        PathBeneath, RestrictSelf, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
     };
     use rustix::fs::{FileType, Mode, OFlags, fcntl_getfl, fstat};
     use rustix::io::{Errno, FdFlags, fcntl_setfd};
@@ -50,7 +50,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH]... [--status-fd N] [--no-supervise] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P]... [--status-fd N] [--no-supervise] [--net-deny] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -129,6 +129,24 @@ mod linux {
         /// `--deny-read`: absolute paths a `--ro PATH` grant above them
         /// must not reach (see `read_except`).
         deny_read: Vec<PathBuf>,
+        /// `--net-deny` / `--net-port P` (run mode).
+        net: Net,
+        /// `--net-bridge P:PATH` (close-fds mode): a relay from the
+        /// sandbox's own loopback port P to the Unix socket PATH.
+        bridge: Option<(u16, PathBuf)>,
+    }
+
+    /// What the command may reach over the network.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    enum Net {
+        /// Unchanged.
+        #[default]
+        Host,
+        /// No socket of any network family (AF_UNIX and AF_NETLINK stay).
+        Deny,
+        /// TCP stream sockets only, connecting only to this port (the
+        /// proxy's, on loopback); no UDP, raw or packet sockets, no bind.
+        Port(u16),
     }
 
     enum Cmd {
@@ -143,8 +161,12 @@ mod linux {
         ProbeChild(PathBuf),
     }
 
+    /// Run mode's reason for refusing an option of the other modes; also how
+    /// `options` knows it parses run mode.
+    const RUN_MODE: &str = "--net-bridge is for --close-fds mode only";
+
     /// Every option that takes a value, in every mode.
-    const VALUED: [&[u8]; 10] = [
+    const VALUED: [&[u8]; 12] = [
         b"--ro",
         b"--rw",
         b"--ro-fd",
@@ -155,6 +177,8 @@ mod linux {
         b"--status-fd",
         b"--setenv",
         b"--deny-read",
+        b"--net-port",
+        b"--net-bridge",
     ];
 
     /// Arguments stay `OsString` end to end: a lossy conversion would silently
@@ -174,13 +198,23 @@ mod linux {
                 }
             }
             Some(b"--close-fds") => {
-                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE and -- ARGV";
-                let allowed: [&[u8]; 3] = [b"--status-fd", b"--allow-socket", b"--setenv"];
+                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:PATH and -- ARGV";
+                let allowed: [&[u8]; 4] = [
+                    b"--status-fd",
+                    b"--allow-socket",
+                    b"--setenv",
+                    b"--net-bridge",
+                ];
                 let (opts, argv) = options(&args[1..], &allowed, only)?;
                 Ok(Cmd::CloseFds(opts, argv.ok_or("missing -- before ARGV")?))
             }
             _ => {
-                let (opts, argv) = options(args, &VALUED, "")?;
+                let run_mode: Vec<&[u8]> = VALUED
+                    .iter()
+                    .copied()
+                    .filter(|o| *o != b"--net-bridge")
+                    .collect();
+                let (opts, argv) = options(args, &run_mode, RUN_MODE)?;
                 Ok(Cmd::Run(opts, argv.ok_or("missing -- before ARGV")?))
             }
         }
@@ -202,8 +236,16 @@ mod linux {
             match name {
                 b"--" if i + 1 < args.len() => return Ok((opts, Some(args[i + 1..].to_vec()))),
                 // The one flag without a value, in run mode only.
-                b"--no-supervise" if only.is_empty() => {
+                b"--no-supervise" if only == RUN_MODE => {
                     opts.no_supervise = true;
+                    i += 1;
+                    continue;
+                }
+                b"--net-deny" if only == RUN_MODE => {
+                    if opts.net != Net::Host {
+                        return Err("give one of --net-deny and --net-port, once".into());
+                    }
+                    opts.net = Net::Deny;
                     i += 1;
                     continue;
                 }
@@ -231,6 +273,26 @@ mod linux {
                     .grants
                     .push((Grant::Path(PathBuf::from(value)), name == b"--rw")),
                 b"--protect" => opts.protect.push(Grant::Path(PathBuf::from(value))),
+                b"--net-port" => {
+                    if opts.net != Net::Host {
+                        return Err("give one of --net-deny and --net-port, once".into());
+                    }
+                    opts.net = Net::Port(port_number(value)?);
+                }
+                b"--net-bridge" => {
+                    let bytes = value.as_bytes();
+                    let colon = bytes.iter().position(|b| *b == b':');
+                    let (port, path) = match colon {
+                        Some(c) => (&bytes[..c], PathBuf::from(OsStr::from_bytes(&bytes[c + 1..]))),
+                        None => return Err(format!("--net-bridge needs P:PATH, not {value:?}")),
+                    };
+                    if !path.is_absolute() || opts.bridge.is_some() {
+                        return Err(format!(
+                            "--net-bridge needs P:PATH with an absolute PATH, once, not {value:?}"
+                        ));
+                    }
+                    opts.bridge = Some((port_number(OsStr::from_bytes(port))?, path));
+                }
                 b"--deny-read" => {
                     let p = PathBuf::from(value);
                     // Relative, or with `..`, it would be judged against
@@ -276,6 +338,16 @@ mod linux {
             i += 2;
         }
         Ok((opts, None))
+    }
+
+    /// A TCP port: a plain decimal from 1 to 65535.
+    fn port_number(value: &OsStr) -> Result<u16, String> {
+        std::str::from_utf8(value.as_bytes())
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("a port is a number from 1 to 65535, not {value:?}"))
     }
 
     /// A plain decimal of 3 or more: 0-2 are stdio, which std owns.
@@ -480,6 +552,8 @@ mod linux {
         seccomp: bool,
         /// The metadata and protected-path supervisor can run here.
         supervised: bool,
+        /// What the command may reach over the network (run mode).
+        net: Net,
     }
 
     /// The Landlock ABI the crate uses on this kernel (Unsupported without
@@ -512,6 +586,7 @@ mod linux {
             resolve_unix,
             seccomp,
             supervised: crate::supervise::available().is_ok(),
+            net: Net::Host,
         })
     }
 
@@ -570,12 +645,26 @@ mod linux {
                 .scope(Scope::AbstractUnixSocket | Scope::Signal)
                 .or_fail(what);
         }
+        // TCP by port where Landlock has it (ABI 4); the seccomp filter
+        // (`isolate`) refuses every other family and type either way, and
+        // below ABI 4 the caller names the gap for `--net-port`.
+        let net_rules = plan.net != Net::Host && plan.abi >= ABI::V4;
+        if net_rules {
+            ruleset = ruleset
+                .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+                .or_fail(what);
+        }
         let mut ruleset = ruleset
             .set_compatibility(CompatLevel::BestEffort)
             .create()
             .or_fail(what);
         for rule in fs_rules.into_iter().flatten() {
             ruleset = ruleset.add_rule(rule).or_fail("cannot add a Landlock rule");
+        }
+        if let (true, Net::Port(port)) = (net_rules, plan.net) {
+            ruleset = ruleset
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .or_fail("cannot add the Landlock proxy-port rule");
         }
         // Below ABI 9 the socket paths were only checked to exist: nothing
         // handles resolve_unix, so a rule for it would mean nothing.
@@ -607,6 +696,13 @@ mod linux {
     fn isolate(plan: &Plan) {
         if plan.seccomp {
             filter::install().or_fail("cannot install the seccomp socket filter");
+        }
+        match plan.net {
+            Net::Host => {}
+            Net::Deny => filter::install_net(false)
+                .or_fail("cannot install the seccomp network filter"),
+            Net::Port(_) => filter::install_net(true)
+                .or_fail("cannot install the seccomp network filter"),
         }
     }
 
@@ -659,6 +755,71 @@ mod linux {
             e.to_string()
         }
 
+        /// The network families: with `tcp_only`, TCP stream sockets of
+        /// AF_INET/AF_INET6 stay (Landlock then governs where they connect)
+        /// and every other type or protocol of those families is refused;
+        /// without it no AF_INET/AF_INET6 socket at all. Every other family
+        /// but AF_UNIX (governed by its own rules) and AF_NETLINK (which
+        /// reaches only the kernel) is refused in both: packet, vsock (the
+        /// hypervisor host), bluetooth, ... And no io_uring, whose
+        /// IORING_OP_SOCKET no filter sees.
+        pub fn install_net(tcp_only: bool) -> Result<(), String> {
+            let arg = |index, op, value| {
+                SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
+            };
+            let mut socket_rules = BTreeMap::new();
+            let mut uring = BTreeMap::new();
+            let kept: &[i32] = if tcp_only {
+                &[libc::AF_UNIX, libc::AF_NETLINK, libc::AF_INET, libc::AF_INET6]
+            } else {
+                &[libc::AF_UNIX, libc::AF_NETLINK]
+            };
+            for &base in NUMBERINGS {
+                let mut chain = Vec::new();
+                // Any family outside `kept`.
+                let mut others = Vec::new();
+                for family in kept {
+                    others.push(arg(0, SeccompCmpOp::Ne, *family as u64)?);
+                }
+                chain.push(SeccompRule::new(others).map_err(err)?);
+                if tcp_only {
+                    for family in [libc::AF_INET, libc::AF_INET6] {
+                        // Not a stream socket (UDP, raw, ...).
+                        for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != libc::SOCK_STREAM as u64) {
+                            chain.push(
+                                SeccompRule::new(vec![
+                                    arg(0, SeccompCmpOp::Eq, family as u64)?,
+                                    arg(1, SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK), kind)?,
+                                ])
+                                .map_err(err)?,
+                            );
+                        }
+                        // A stream socket of another protocol (SCTP, MPTCP)
+                        // would escape Landlock's TCP rules.
+                        chain.push(
+                            SeccompRule::new(vec![
+                                arg(0, SeccompCmpOp::Eq, family as u64)?,
+                                arg(2, SeccompCmpOp::Ne, 0)?,
+                                arg(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+                            ])
+                            .map_err(err)?,
+                        );
+                    }
+                }
+                socket_rules.insert(base | libc::SYS_socket, chain);
+                uring.insert(base | libc::SYS_io_uring_setup, vec![]);
+            }
+            let eacces = SeccompAction::Errno(libc::EACCES as u32);
+            let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
+            for (rules, action) in [(socket_rules, eacces), (uring, enosys)] {
+                let filter =
+                    SeccompFilter::new(rules, SeccompAction::Allow, action, ARCH).map_err(err)?;
+                let program = BpfProgram::try_from(filter).map_err(err)?;
+                seccompiler::apply_filter(&program).map_err(err)?;
+            }
+            Ok(())
+        }
+
         pub fn install() -> Result<(), String> {
             // Dword: the domain and type are C ints; the kernel ignores the
             // upper half of the register, so the filter must too.
@@ -706,6 +867,94 @@ mod linux {
 
         pub fn install() -> Result<(), String> {
             Err(format!("no filter for {}", std::env::consts::ARCH))
+        }
+
+        pub fn install_net(_: bool) -> Result<(), String> {
+            Err(format!("no filter for {}", std::env::consts::ARCH))
+        }
+    }
+
+    /// The relay that gives a command in a private network namespace (bwrap
+    /// `--unshare-net`, whose only interface is its own loopback) its one
+    /// way out: the proxy, reached through a Unix socket outside. It listens
+    /// on the sandbox's 127.0.0.1:PORT, where the command's `HTTP(S)_PROXY`
+    /// points, and copies each connection to PATH, nothing else.
+    ///
+    /// It is forked before any restriction is applied, so the command's
+    /// Landlock domain (and its socket rules) never binds it, and the
+    /// command, being in a nested domain, cannot ptrace or signal it. It
+    /// dies with the command (PDEATHSIG), and bwrap's pid namespace ends it
+    /// in any case.
+    mod bridge {
+        use std::io;
+        use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
+        use std::os::fd::AsRawFd;
+        use std::os::unix::net::UnixStream;
+        use std::path::{Path, PathBuf};
+
+        use super::{OrFail, fail};
+
+        pub fn start(port: u16, path: &Path) {
+            // Listening before the fork: the command can connect at once.
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+                .or_fail(format_args!("cannot listen on 127.0.0.1:{port} for the proxy bridge"));
+            let parent = rustix::process::getpid();
+            #[allow(unsafe_code)]
+            // SAFETY: this process is single threaded (close-fds mode starts
+            // no thread before this point), so the child may run any code.
+            let pid = unsafe { libc::fork() };
+            match pid {
+                -1 => fail(format_args!(
+                    "cannot fork the proxy bridge: {}",
+                    io::Error::last_os_error()
+                )),
+                0 => serve(listener, path.to_path_buf(), parent),
+                _ => drop(listener),
+            }
+        }
+
+        fn serve(listener: TcpListener, path: PathBuf, parent: rustix::process::Pid) -> ! {
+            let dies = rustix::process::set_parent_process_death_signal(Some(
+                rustix::process::Signal::KILL,
+            ));
+            if dies.is_err() || rustix::process::getppid() != Some(parent) {
+                std::process::exit(0);
+            }
+            // Only the listener: not the status channel, not a grant.
+            let keep = listener.as_raw_fd();
+            #[allow(unsafe_code)]
+            // SAFETY: close_range closes descriptors only; the one this
+            // process still needs (`keep`) is outside both ranges, and no
+            // other thread exists that could be using the others.
+            unsafe {
+                libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, (keep - 1) as libc::c_uint, 0 as libc::c_uint);
+                libc::syscall(libc::SYS_close_range, (keep + 1) as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint);
+            }
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let path = path.clone();
+                std::thread::spawn(move || relay(conn, &path));
+            }
+            std::process::exit(0)
+        }
+
+        fn relay(client: TcpStream, path: &Path) {
+            let Ok(upstream) = UnixStream::connect(path) else {
+                let _ = client.shutdown(Shutdown::Both);
+                return;
+            };
+            let (Ok(mut c_read), Ok(mut u_write)) = (client.try_clone(), upstream.try_clone())
+            else {
+                return;
+            };
+            let up = std::thread::spawn(move || {
+                let _ = io::copy(&mut c_read, &mut u_write);
+                let _ = u_write.shutdown(Shutdown::Write);
+            });
+            let (mut u_read, mut c_write) = (upstream, client);
+            let _ = io::copy(&mut u_read, &mut c_write);
+            let _ = c_write.shutdown(Shutdown::Write);
+            let _ = up.join();
         }
     }
 
@@ -914,7 +1163,8 @@ mod linux {
             }
         }
         let sockets = open_sockets(&opts.sockets);
-        let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        let mut plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        plan.net = opts.net;
         if opts.no_supervise {
             if !protect.is_empty() {
                 usage("--protect needs the supervisor; it cannot be combined with --no-supervise");
@@ -974,6 +1224,9 @@ mod linux {
     /// policy), but the same socket and signal isolation. Below ABI 6 there is
     /// nothing Landlock could add, so no ruleset at all.
     fn close_fds(opts: &Opts, argv: &[OsString]) -> ! {
+        if let Some((port, path)) = &opts.bridge {
+            bridge::start(*port, path);
+        }
         let sockets = open_sockets(&opts.sockets);
         let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
         if plan.scoped || plan.resolve_unix {

@@ -477,7 +477,7 @@ fn grammar_failures_exit_125_with_one_line() {
     failure_case(&with_touch(&["--close-fds"]));
     failure_case(&["--close-fds", "--"]);
     let out = failure_case(&[]);
-    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH]... [--status-fd N] [--no-supervise] -- ARGV...";
+    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P]... [--status-fd N] [--no-supervise] [--net-deny] -- ARGV...";
     assert!(
         text(&out.stderr).starts_with(usage),
         "{}",
@@ -1512,5 +1512,96 @@ fn deny_read_takes_only_absolute_paths_without_dot_dot() {
     // Close-fds mode has no filesystem rules to split.
     let mut cmd = Command::new(BIN);
     cmd.args(["--close-fds", "--deny-read", "/x", "--", "true"]);
+    assert_launcher_failure(&output(&mut cmd));
+}
+
+/// `python3 -c SCRIPT` under `landlock-run --ro / --rw /dev/null NET...`,
+/// its stdout. The script prints one word per probe.
+fn net_probe(net: &[&str], script: &str) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--ro", "/", "--rw", "/dev/null"])
+        .args(net)
+        .args(["--", "/usr/bin/python3", "-c", script]);
+    let out = output(&mut cmd);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Connect to each port, then try a UDP, a raw-ish (SCTP stream) and a
+/// packet socket; print ok/refused for each.
+const NET_SCRIPT: &str = r#"
+import socket, sys
+def attempt(f):
+    try:
+        f(); return "ok"
+    except OSError:
+        return "refused"
+for port in sys.argv[1:]:
+    def c(p=int(port)):
+        s = socket.create_connection(("127.0.0.1", p), timeout=3); s.close()
+    print(attempt(c))
+print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))
+print(attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)))
+print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132)))
+print(attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW)))
+"#;
+
+#[test]
+fn net_port_allows_only_that_port_and_net_deny_nothing() {
+    if !stockade_testkit::require("/usr/bin/python3", Path::new("/usr/bin/python3").is_file()) {
+        return;
+    }
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (pa, pb) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+    let script = format!("import sys; sys.argv[1:] = ['{pa}', '{pb}']\n{NET_SCRIPT}");
+    // The control: without a network option everything connects.
+    let host = net_probe(&[], &script);
+    assert!(host.starts_with("ok\nok\nok\nok\n"), "{host}");
+    let port = net_probe(&["--net-port", &pa.to_string()], &script);
+    let lines: Vec<&str> = port.lines().collect();
+    // Port a, not b; no UDP, no SCTP, no packet sockets.
+    assert_eq!(
+        lines,
+        ["ok", "refused", "refused", "refused", "refused", "refused"],
+        "{port}"
+    );
+    let deny = net_probe(&["--net-deny"], &script);
+    let lines: Vec<&str> = deny.lines().collect();
+    assert_eq!(
+        lines,
+        ["refused", "refused", "refused", "refused", "refused", "refused"],
+        "{deny}"
+    );
+}
+
+#[test]
+fn network_options_are_checked() {
+    for bad in [
+        &["--net-port", "0"][..],
+        &["--net-port", "70000"],
+        &["--net-port", "x"],
+        &["--net-deny", "--net-port", "1"],
+        &["--net-deny", "--net-deny"],
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--ro", "/"]).args(bad).args(["--", "true"]);
+        assert_launcher_failure(&output(&mut cmd));
+    }
+    for bad in [
+        &["--net-bridge", "80"][..],
+        &["--net-bridge", "80:rel/sock"],
+        &["--net-bridge", "0:/s"],
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--close-fds").args(bad).args(["--", "true"]);
+        assert_launcher_failure(&output(&mut cmd));
+    }
+    // --net-bridge is close-fds only; --net-deny is run mode only.
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--ro", "/", "--net-bridge", "80:/s", "--", "true"]);
+    assert_launcher_failure(&output(&mut cmd));
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--close-fds", "--net-deny", "--", "true"]);
     assert_launcher_failure(&output(&mut cmd));
 }

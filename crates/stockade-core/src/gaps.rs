@@ -23,6 +23,13 @@ pub const DENY_READ: &str = "deny-read";
 /// reading a directory's files but grants listing along with its parent).
 pub const DENY_READ_NAMES: &str = "deny-read-names";
 
+/// The call's network mode is not enforced by this backend here (a
+/// kernel without what it needs, a runner that cannot host the proxy).
+pub const NETWORK: &str = "network";
+/// Under `allow-listed`, TCP to the proxy's port is allowed on every
+/// address, not only loopback (Landlock governs TCP by port alone).
+pub const NETWORK_PORT: &str = "network-port";
+
 /// Every name, for tests and documentation.
 pub const ALL: &[&str] = &[
     METADATA,
@@ -33,4 +40,6 @@ pub const ALL: &[&str] = &[
     PROC_MASKS,
     DENY_READ,
     DENY_READ_NAMES,
+    NETWORK,
+    NETWORK_PORT,
 ];

@@ -24,7 +24,7 @@ pub use mode::{
 pub use net::NetworkPolicy;
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
-    BackendAttempt, Confined, Gap, PassFd, SANDBOX_UNAVAILABLE, SandboxProvider,
-    SandboxUnavailable, StatusChannel,
+    BackendAttempt, Confined, Gap, NetworkLog, NetworkLogHandle, PassFd, SANDBOX_UNAVAILABLE,
+    SandboxProvider, SandboxUnavailable, StatusChannel,
 };
 pub use runner_failure::{FatalLine, RunnerFailureRule};

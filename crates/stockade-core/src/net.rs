@@ -176,6 +176,20 @@ pub fn parse_hosts<S: AsRef<str>>(values: &[S]) -> Result<Vec<String>, (usize, H
     Ok(out)
 }
 
+/// The gap of a backend that enforces no network mode in this build.
+pub fn unenforced(policy: &NetworkPolicy, backend: &str) -> Vec<crate::Gap> {
+    if policy.mode == NetworkMode::Allow {
+        return Vec::new();
+    }
+    vec![crate::Gap::new(
+        crate::gaps::NETWORK,
+        format!(
+            "{backend} does not enforce the network mode {} in this build: the host's network is reachable",
+            policy.mode
+        ),
+    )]
+}
+
 /// [`DEFAULT_ALLOWED_HOSTS`] as a list.
 pub fn default_allowed_hosts() -> Vec<String> {
     DEFAULT_ALLOWED_HOSTS

@@ -50,7 +50,27 @@ pub struct Confined {
     /// Paths inside the writable roots this wrap keeps read-only (the
     /// policy's `read_only` that exist; the git paths are not listed).
     pub read_only: Vec<PathBuf>,
+    /// Where this run's refused network requests are recorded (the proxy
+    /// of an `allow-listed` run); read once the run has ended.
+    pub network_log: Option<NetworkLogHandle>,
 }
+
+/// What a run's network guard refused, by host, read after the run.
+pub trait NetworkLog: Send + Sync + fmt::Debug {
+    /// Hosts refused so far for this run, deduplicated, in order.
+    fn refused(&self) -> Vec<String>;
+}
+
+/// A shared [`NetworkLog`]; two handles are equal when they are the same log.
+#[derive(Debug, Clone)]
+pub struct NetworkLogHandle(pub Arc<dyn NetworkLog>);
+
+impl PartialEq for NetworkLogHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for NetworkLogHandle {}
 
 /// One open descriptor handed to the child at `child_fd`. The spawner maps a
 /// duplicate of `file` there; the original stays with whoever holds it.

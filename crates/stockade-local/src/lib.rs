@@ -683,6 +683,7 @@ impl LocalProvider {
                 runner_env_remove: vec![],
                 deny_read: prepared.deny_read,
                 read_only: prepared.read_only,
+                network_log: None,
             });
         }
         let sel = self.selected_guarding(&guards)?;
@@ -742,6 +743,7 @@ impl LocalProvider {
             runner_env_remove,
             deny_read: prepared.deny_read,
             read_only: prepared.read_only,
+            network_log: None,
         })
     }
 }

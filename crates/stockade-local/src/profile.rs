@@ -81,6 +81,21 @@ pub struct DenyMask {
     pub in_root: bool,
 }
 
+/// What the command may reach over the network, as a runner is told.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ProfileNet {
+    /// The host's network (`allow`).
+    #[default]
+    Host,
+    /// Nothing (`deny`): bwrap gives a private network namespace with only
+    /// its own loopback; landlock-run refuses every network socket.
+    Deny,
+    /// Only the proxy (`allow-listed`): bwrap's private namespace plus a
+    /// relay from its loopback `port` to the proxy's Unix socket `unix`;
+    /// landlock-run allows TCP connections to `port` alone.
+    Proxy { port: u16, unix: Option<PathBuf> },
+}
+
 /// Everything a Linux runner profile needs besides the command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LinuxProfile {
@@ -110,6 +125,7 @@ pub struct LinuxProfile {
     pub unsupervised: bool,
     /// Deny-read paths that exist, in the policy's order.
     pub deny_read: Vec<DenyMask>,
+    pub net: ProfileNet,
 }
 
 /// The `/proc` entries bwrap must cover read-only in a confining mode.
@@ -216,6 +232,9 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
     for mask in p.deny_read.iter().filter(|m| m.in_root) {
         push_mask(&mut out, mask);
     }
+    if p.net != ProfileNet::Host {
+        out.push("--unshare-net".into());
+    }
     push_all(
         &mut out,
         &[
@@ -231,6 +250,16 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
         out.push(closer.as_os_str().to_owned());
         out.push("--close-fds".into());
         push_launcher_common(&mut out, p);
+        if let ProfileNet::Proxy {
+            port,
+            unix: Some(unix),
+        } = &p.net
+        {
+            let mut bridge = OsString::from(format!("{port}:"));
+            bridge.push(unix);
+            out.push("--net-bridge".into());
+            out.push(bridge);
+        }
         out.push("--".into());
     }
     out.extend(argv.iter().cloned());
@@ -314,6 +343,14 @@ pub fn landlock_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
     }
     for mask in &p.deny_read {
         push_path(&mut out, "--deny-read", &mask.path, None);
+    }
+    match &p.net {
+        ProfileNet::Host => {}
+        ProfileNet::Deny => out.push("--net-deny".into()),
+        ProfileNet::Proxy { port, .. } => {
+            out.push("--net-port".into());
+            out.push(port.to_string().into());
+        }
     }
     if p.unsupervised {
         out.push("--no-supervise".into());
@@ -411,6 +448,7 @@ mod tests {
             command_env: vec![("LD_LIBRARY_PATH".into(), "/work/ws/lib".into())],
             unsupervised: false,
             deny_read: vec![],
+            net: ProfileNet::Host,
         }
     }
 
@@ -628,6 +666,39 @@ mod tests {
         assert!(l.windows(2).any(|w| w == ["--deny-read", "/work/ws/.env"]));
         // The landlock grant of `/` stays; the launcher splits it.
         assert_eq!(&l[..2], ["--ro", "/"]);
+    }
+
+    #[test]
+    fn network_modes_reach_both_runners() {
+        let deny = LinuxProfile {
+            net: ProfileNet::Deny,
+            ..ww_profile()
+        };
+        let b = bwrap_args(&deny, &cmd());
+        assert!(strs(&b).contains(&"--unshare-net"));
+        assert!(!strs(&b).contains(&"--net-bridge"));
+        let l = landlock_args(&deny, &cmd());
+        assert!(strs(&l).contains(&"--net-deny"));
+        let proxy = LinuxProfile {
+            net: ProfileNet::Proxy {
+                port: 4321,
+                unix: Some("/run/s/proxy.sock".into()),
+            },
+            ..ww_profile()
+        };
+        let b = bwrap_args(&proxy, &cmd());
+        let b = strs(&b);
+        assert!(b.contains(&"--unshare-net"));
+        // The bridge is the closer's, before the command's `--`.
+        let at = b.iter().position(|a| *a == "--net-bridge").unwrap();
+        assert_eq!(b[at + 1], "4321:/run/s/proxy.sock");
+        assert!(at < b.iter().rposition(|a| *a == "--").unwrap());
+        let l = landlock_args(&proxy, &cmd());
+        assert!(strs(&l).windows(2).any(|w| w == ["--net-port", "4321"]));
+        let host = ww_profile();
+        assert!(!strs(&bwrap_args(&host, &cmd())).contains(&"--unshare-net"));
+        let l = landlock_args(&host, &cmd());
+        assert!(!strs(&l).iter().any(|a| a.starts_with("--net")));
     }
 
     #[test]

@@ -251,10 +251,15 @@ pub(crate) fn confine(
         writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
         pass_fds: vec![],
         status: None,
-        gaps: stockade_core::files::unenforced(&policy.files, BACKEND),
+        gaps: [
+            stockade_core::files::unenforced(&policy.files, BACKEND),
+            stockade_core::net::unenforced(&policy.network, BACKEND),
+        ]
+        .concat(),
         runner_env_remove: vec![],
         deny_read: vec![],
         read_only: vec![],
+        network_log: None,
     })
 }
 

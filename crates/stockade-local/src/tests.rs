@@ -450,6 +450,7 @@ impl PlatformRung for FakeRung {
             runner_env_remove: vec![],
             deny_read: vec![],
             read_only: vec![],
+            network_log: None,
         })
     }
     fn report(&self) -> BackendReport {

@@ -3,7 +3,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use stockade_core::{ExecutionPolicy, SandboxMode, SandboxProvider, SandboxUnavailable};
+use stockade_core::{
+    ExecutionPolicy, NetworkMode, SandboxMode, SandboxProvider, SandboxUnavailable,
+};
 
 use crate::error::ShellError;
 use crate::job::JobHandle;
@@ -213,6 +215,8 @@ impl SandboxedExecutor {
                 runner_env_remove: vec![],
                 deny_read: vec![],
                 read_only: vec![],
+                network: NetworkMode::Allow,
+                network_log: None,
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -232,6 +236,8 @@ impl SandboxedExecutor {
             runner_env_remove: confined.runner_env_remove,
             deny_read: confined.deny_read,
             read_only: confined.read_only,
+            network: sandbox.network.mode,
+            network_log: confined.network_log,
         };
         Ok(launch(spec, confined.argv, Some(wrap), self.limits))
     }

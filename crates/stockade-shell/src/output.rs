@@ -127,6 +127,43 @@ pub(crate) struct Scanner {
     read_denied: Vec<PathBuf>,
     /// Where the command runs: a relative path on a denied line is its.
     cwd: PathBuf,
+    /// The run's network was narrowed (deny, allow-listed): a failed name
+    /// lookup or an unreachable network reads as the sandbox's refusal.
+    network_narrowed: bool,
+    network_refused: bool,
+    network_hosts: Vec<String>,
+}
+
+/// What tools print when the network they were given is not there: under
+/// `deny` or `allow-listed` that is the sandbox's doing (no resolver, no
+/// route, no socket), so these lines are network denials there and nowhere
+/// else.
+const NETWORK_SIGNATURES: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "No address associated with hostname",
+    "Network is unreachable",
+    "Failed to connect to",
+    "CONNECT tunnel failed, response 403",
+    "Could not resolve proxy",
+];
+
+/// The host a network failure line names, where the tool prints one
+/// (`Could not resolve host: example.com`, `Failed to connect to h port 80`).
+fn network_host(line: &str) -> Option<String> {
+    let word = |rest: &str| {
+        rest.split(|c: char| c.is_whitespace() || c == ':' || c == '\'' || c == '"')
+            .find(|w| !w.is_empty())
+            .map(str::to_owned)
+    };
+    if let Some(at) = line.find("Could not resolve host: ") {
+        return word(&line[at + "Could not resolve host: ".len()..]);
+    }
+    if let Some(at) = line.find("Failed to connect to ") {
+        return word(&line[at + "Failed to connect to ".len()..]);
+    }
+    None
 }
 
 /// What stderr said about the run.
@@ -263,6 +300,9 @@ impl Scanner {
             first_runner_line: None,
             read_denied: Vec::new(),
             cwd: PathBuf::new(),
+            network_narrowed: false,
+            network_refused: false,
+            network_hosts: Vec::new(),
         }
     }
 
@@ -270,6 +310,17 @@ impl Scanner {
     /// deny-read paths the wrap masks) as a denial. Scoped to those paths:
     /// any other `Permission denied` stays the command's own business
     /// unless a backend signature says otherwise.
+    /// Read network failures as denials: the run's network was narrowed.
+    pub(crate) fn with_network_narrowed(mut self, narrowed: bool) -> Self {
+        self.network_narrowed = narrowed;
+        self
+    }
+
+    /// Whether a network failure line was seen, and the hosts they named.
+    pub(crate) fn network(&self) -> (bool, &[String]) {
+        (self.network_refused, &self.network_hosts)
+    }
+
     pub(crate) fn with_read_denials(mut self, paths: &[PathBuf], cwd: &std::path::Path) -> Self {
         self.read_denied = paths.to_vec();
         self.cwd = cwd.to_path_buf();
@@ -317,6 +368,7 @@ impl Scanner {
             && self.rules.is_empty()
             && self.runner_lines.is_empty()
             && self.read_denied.is_empty()
+            && !self.network_narrowed
         {
             return;
         }
@@ -365,6 +417,15 @@ impl Scanner {
             self.denied = true;
             if self.denied_paths.len() < MAX_DENIED_PATHS && !self.denied_paths.contains(&p) {
                 self.denied_paths.push(p);
+            }
+        }
+        if self.network_narrowed && NETWORK_SIGNATURES.iter().any(|s| line.contains(s)) {
+            self.network_refused = true;
+            if let Some(h) = network_host(&line)
+                && self.network_hosts.len() < MAX_DENIED_PATHS
+                && !self.network_hosts.contains(&h)
+            {
+                self.network_hosts.push(h);
             }
         }
         for (rule, found) in self.rules.iter().zip(self.fatal.iter_mut()) {
@@ -497,6 +558,21 @@ mod tests {
                 paths: vec![PathBuf::from("/x")]
             }
         );
+    }
+
+    #[test]
+    fn network_failures_are_denials_only_where_the_network_was_narrowed() {
+        let lines = b"curl: (6) Could not resolve host: example.com\ncurl: (7) Failed to connect to 10.0.0.1 port 80 after 0 ms: Network is unreachable\n";
+        let mut s = Scanner::new(vec![], vec![]).with_network_narrowed(true);
+        s.feed(lines);
+        let _ = s.verdict(Some(6));
+        let (refused, hosts) = s.network();
+        assert!(refused);
+        assert_eq!(hosts, ["example.com", "10.0.0.1"]);
+        let mut s = Scanner::new(vec![], vec![]);
+        s.feed(lines);
+        let _ = s.verdict(Some(6));
+        assert!(!s.network().0);
     }
 
     #[test]

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use stockade_core::status::RunnerStatus;
 use stockade_core::{
-    Enforcement, Gap, PassFd, RunnerFailureRule, SandboxMode, SandboxUnavailable, StatusChannel,
+    Enforcement, Gap, NetworkLogHandle, NetworkMode, PassFd, RunnerFailureRule, SandboxMode,
+    SandboxUnavailable, StatusChannel,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -47,6 +48,9 @@ pub(crate) struct Wrap {
     /// so a refused read beneath a deny-read path reads as a denial).
     pub deny_read: Vec<PathBuf>,
     pub read_only: Vec<PathBuf>,
+    pub network: NetworkMode,
+    /// The run's proxy record of refused hosts (allow-listed).
+    pub network_log: Option<NetworkLogHandle>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -469,9 +473,11 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         // about that. Its rules only name the runner's own lines.
         Some(w) if w.status.is_some() => Scanner::new(w.denial_signatures.clone(), vec![])
             .with_runner_lines(w.backend, &w.rules)
-            .with_read_denials(&w.deny_read, &launch.workdir),
+            .with_read_denials(&w.deny_read, &launch.workdir)
+            .with_network_narrowed(w.network != NetworkMode::Allow),
         Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone())
-            .with_read_denials(&w.deny_read, &launch.workdir),
+            .with_read_denials(&w.deny_read, &launch.workdir)
+            .with_network_narrowed(w.network != NetworkMode::Allow),
         None => Scanner::new(vec![], vec![]),
     };
     let shared: Shared = Arc::new(Mutex::new(Streams {
@@ -613,12 +619,34 @@ impl Running {
                     !matches!(end, End::Exited(_)),
                 ),
             };
-            (s.stdout.snapshot(), s.stderr.snapshot(), verdict)
+            let (refused, hosts) = s.scanner.network();
+            let net_seen = (refused, hosts.to_vec());
+            (s.stdout.snapshot(), s.stderr.snapshot(), (verdict, net_seen))
         };
-        let (denied, denied_paths, runner_failure) = match verdict {
+        let (verdict, (net_refused, mut net_hosts)) = verdict;
+        let (file_denied, denied_paths, runner_failure) = match verdict {
             Verdict::RunnerFailed(line) => (false, vec![], Some(line)),
             Verdict::Ran { denied, paths } => (denied, paths, None),
         };
+        // The proxy's record is the authority on which hosts it refused;
+        // stderr only adds what never reached it (a lookup, a direct dial).
+        let proxy_refused = self
+            .launch
+            .wrap
+            .as_ref()
+            .and_then(|w| w.network_log.as_ref())
+            .map(|l| l.0.refused())
+            .unwrap_or_default();
+        let network_denied = runner_failure.is_none() && (net_refused || !proxy_refused.is_empty());
+        for h in proxy_refused.into_iter().rev() {
+            if !net_hosts.contains(&h) {
+                net_hosts.insert(0, h);
+            }
+        }
+        if !network_denied {
+            net_hosts.clear();
+        }
+        let denied = file_denied || network_denied;
         let sandbox = self.launch.wrap.as_ref().map(|w| SandboxFacts {
             mode: w.mode,
             backend: w.backend,
@@ -630,6 +658,10 @@ impl Running {
             writable_roots: w.writable_roots.clone(),
             deny_read: w.deny_read.clone(),
             read_only: w.read_only.clone(),
+            network: w.network,
+            file_denied,
+            network_denied,
+            network_denied_hosts: net_hosts.clone(),
             gaps: w.gaps.clone(),
         });
         let backend = self.launch.wrap.as_ref().and_then(|w| w.backend);

@@ -2,7 +2,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use stockade_core::{Enforcement, ExecutionPolicy, Gap, SandboxMode, texts};
+use stockade_core::{Enforcement, ExecutionPolicy, Gap, NetworkMode, SandboxMode, texts};
 
 use crate::output::CapturedOutput;
 
@@ -136,6 +136,15 @@ pub struct SandboxFacts {
     /// git paths).
     #[serde(serialize_with = "display_paths")]
     pub read_only: Vec<PathBuf>,
+    /// The run's network mode.
+    pub network: NetworkMode,
+    /// A file effect was refused (`denied` also counts network refusals).
+    pub file_denied: bool,
+    /// A network connection was refused (by the proxy, or a lookup or
+    /// connection the narrowed network made fail).
+    pub network_denied: bool,
+    /// The hosts refused, where known.
+    pub network_denied_hosts: Vec<String>,
     /// What the backend did not govern on this host, so a result never
     /// reads as more confined than it was. Empty under danger-full-access,
     /// which claims to govern nothing in the first place.
@@ -143,6 +152,25 @@ pub struct SandboxFacts {
 }
 
 impl SandboxFacts {
+    /// The markers a denial report starts with: the file marker for a
+    /// refused file effect, one network marker per refused host (or one
+    /// without a host).
+    pub fn markers(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.file_denied {
+            out.push(texts::denial_marker(self.mode));
+        }
+        if self.network_denied {
+            if self.network_denied_hosts.is_empty() {
+                out.push(texts::network_denial_marker(None, self.network));
+            }
+            for h in &self.network_denied_hosts {
+                out.push(texts::network_denial_marker(Some(h), self.network));
+            }
+        }
+        out
+    }
+
     /// What a denial report says after the marker: each path the denied
     /// lines name, then what was writable.
     pub fn denial_details(&self) -> Vec<String> {
@@ -230,6 +258,10 @@ mod tests {
     #[test]
     fn a_denial_names_the_secret_or_the_group_that_would_allow_it() {
         let facts = SandboxFacts {
+            network: NetworkMode::Allow,
+            file_denied: true,
+            network_denied: false,
+            network_denied_hosts: vec![],
             mode: SandboxMode::WorkspaceWrite,
             backend: Some("bwrap"),
             enforcement: Some(Enforcement::Full),

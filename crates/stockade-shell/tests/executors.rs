@@ -255,6 +255,7 @@ impl SandboxProvider for OldLandlock {
             runner_env_remove: vec![],
             deny_read: vec![],
             read_only: vec![],
+            network_log: None,
         })
     }
 }
@@ -597,6 +598,7 @@ impl SandboxProvider for RecordingProvider {
             runner_env_remove: vec![],
             deny_read: vec![],
             read_only: vec![],
+            network_log: None,
         })
     }
 }

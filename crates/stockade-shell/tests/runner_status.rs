@@ -145,6 +145,7 @@ impl SandboxProvider for ScriptRunner {
             runner_env_remove: self.env_remove.clone(),
             deny_read: vec![],
             read_only: vec![],
+            network_log: None,
         })
     }
 }

@@ -179,10 +179,15 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             writable_roots,
             pass_fds: vec![],
             status: None,
-            gaps: stockade_core::files::unenforced(&policy.files, BACKEND),
+            gaps: [
+                stockade_core::files::unenforced(&policy.files, BACKEND),
+                stockade_core::net::unenforced(&policy.network, BACKEND),
+            ]
+            .concat(),
             runner_env_remove: vec![],
             deny_read: vec![],
             read_only: vec![],
+            network_log: None,
         })
     }
 
