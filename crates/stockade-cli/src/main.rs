@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stockade_core::files::{self, FilePolicy, ListKind};
-use stockade_core::{ExecutionPolicy, SandboxMode, texts};
+use stockade_core::{ExecutionPolicy, NetworkMode, NetworkPolicy, SandboxMode, net};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_shell::{
     ExitFacts, SandboxedExecutor, ShellError, ShellExecutor, ShellRequest, ShellResult, Stdin,
@@ -76,6 +76,18 @@ struct ExecArgs {
     /// A path inside a writable root that stays read-only; repeatable.
     #[arg(long = "read-only", value_name = "PATH")]
     read_only: Vec<OsString>,
+    /// deny | allow-listed | allow (default: deny under read-only,
+    /// allow-listed under workspace-write; danger-full-access is always
+    /// allow).
+    #[arg(long)]
+    network: Option<NetworkMode>,
+    /// A host allow-listed runs may reach besides the default list (exact,
+    /// or `*.example.com`); repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Leave out the default host list (only --allow-host hosts).
+    #[arg(long)]
+    no_default_hosts: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -242,18 +254,57 @@ async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPo
     }
 }
 
-/// After a denial: the marker, what was refused, and what was writable.
+/// After a denial: the markers, what was refused, and what was writable.
 fn report_denial(r: &ShellResult) {
     let Some(f) = &r.sandbox else { return };
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{}", texts::denial_marker(f.mode));
+    for marker in f.markers() {
+        let _ = writeln!(err, "{marker}");
+    }
     for line in f.denial_details() {
         let _ = writeln!(err, "stockade: {line}");
     }
 }
 
+/// The invocation's network policy: the mode (given, or the mode's
+/// default; always `allow` under danger-full-access) and the host list.
+fn network_policy(args: &ExecArgs, mode: SandboxMode) -> Result<NetworkPolicy, String> {
+    let mut hosts = if args.no_default_hosts {
+        Vec::new()
+    } else {
+        net::default_allowed_hosts()
+    };
+    let given =
+        net::parse_hosts(&args.allow_hosts).map_err(|(_, e)| format!("--allow-host {e}"))?;
+    for h in given {
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    let network = match mode {
+        SandboxMode::DangerFullAccess => NetworkMode::Allow,
+        _ => args.network.unwrap_or(NetworkMode::default_for(mode)),
+    };
+    Ok(NetworkPolicy::new(network, hosts))
+}
+
+/// What `--ask` offers after a denial: the next wider file mode for a
+/// refused file effect, `allow` for a refused connection, or both.
+fn retry_offer(
+    r: &ShellResult,
+    file_to: Option<SandboxMode>,
+    network: NetworkMode,
+) -> (Option<SandboxMode>, Option<NetworkMode>) {
+    let Some(f) = &r.sandbox else {
+        return (None, None);
+    };
+    let file = file_to.filter(|_| f.file_denied);
+    let net = (f.network_denied && network < NetworkMode::Allow).then_some(NetworkMode::Allow);
+    (file, net)
+}
+
 /// Ask on the terminal; anything but yes (or no terminal at all) is no.
-fn ask_retry(mode: SandboxMode) -> bool {
+fn ask_retry(mode: Option<SandboxMode>, network: Option<NetworkMode>) -> bool {
     if !std::io::stdin().is_terminal() {
         return false;
     }
@@ -265,12 +316,13 @@ fn ask_retry(mode: SandboxMode) -> bool {
         return false;
     };
     let mut out = &tty;
-    if write!(
-        out,
-        "stockade: retry this command once under {mode}? [y/N] "
-    )
-    .is_err()
-    {
+    let what = match (mode, network) {
+        (Some(m), Some(n)) => format!("under {m} with network {n}"),
+        (Some(m), None) => format!("under {m}"),
+        (None, Some(n)) => format!("with network {n}"),
+        (None, None) => return false,
+    };
+    if write!(out, "stockade: retry this command once {what}? [y/N] ").is_err() {
         return false;
     }
     let _ = out.flush();
@@ -386,7 +438,13 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
             return Ok(fail(EXIT_USAGE, e));
         }
     }
-    let policy = ExecutionPolicy::new(args.mode, workspace.clone()).with_files(files.clone());
+    let network = match network_policy(&args, args.mode) {
+        Ok(n) => n,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
+    };
+    let policy = ExecutionPolicy::new(args.mode, workspace.clone())
+        .with_files(files.clone())
+        .with_network(network.clone());
     let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
     let first = match run_once(&exec, &args, policy).await {
         Outcome::Finished(r) => r,
@@ -408,14 +466,30 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     if !args.json {
         report_denial(&first);
     }
-    let Some(to) = escalate_to.filter(|to| ask_retry(*to)) else {
+    let (file_to, net_to) = match args.ask {
+        true => retry_offer(&first, escalate_to, network.mode),
+        false => (None, None),
+    };
+    if (file_to.is_none() && net_to.is_none()) || !ask_retry(file_to, net_to) {
         if args.json {
             print_json(&first, None)?;
         }
         return Ok(exit_code(&first.exit));
-    };
-    // The grant is this one retry; nothing remembers it.
-    let wider = ExecutionPolicy::new(to, workspace).with_files(files);
+    }
+    // The grant is this one retry; nothing remembers it. A wider file mode
+    // keeps the network the invocation had unless that was widened too
+    // (danger-full-access always means allow).
+    let to = file_to.unwrap_or(args.mode);
+    let mut retry_net = network;
+    if let Some(n) = net_to {
+        retry_net.mode = n;
+    }
+    if to == SandboxMode::DangerFullAccess {
+        retry_net.mode = NetworkMode::Allow;
+    }
+    let wider = ExecutionPolicy::new(to, workspace)
+        .with_files(files)
+        .with_network(retry_net);
     let retry = match run_once(&exec, &args, wider).await {
         Outcome::Finished(r) => r,
         Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),

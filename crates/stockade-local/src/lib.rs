@@ -22,6 +22,10 @@ pub struct Protection {
     pub state: String,
 }
 mod host;
+#[cfg(unix)]
+mod network;
+#[cfg(unix)]
+pub use network::ENV_TEST_RESOLVE;
 #[cfg(target_os = "linux")]
 mod linux;
 pub mod profile;
@@ -191,6 +195,9 @@ pub struct LocalProvider {
     pins: Arc<RootPins>,
     #[cfg(unix)]
     host_facts: OnceLock<confine::HostFacts>,
+    /// The allow-listed proxies of this provider's runs.
+    #[cfg(unix)]
+    proxies: network::Proxies,
 }
 
 impl fmt::Debug for LocalProvider {
@@ -225,6 +232,8 @@ impl LocalProvider {
             pins,
             #[cfg(unix)]
             host_facts: OnceLock::new(),
+            #[cfg(unix)]
+            proxies: network::Proxies::default(),
         })
     }
 
@@ -663,8 +672,17 @@ impl LocalProvider {
             if let Some(program) = rc.argv().first() {
                 confine::check_runner_command(Path::new(program), &guards)?;
             }
-            let prepared =
+            let mut prepared =
                 confine::prepare(&self.pins, self.host_facts(), policy, None, None, &[])?;
+            let net = network::for_run(
+                &self.proxies,
+                None,
+                &policy.network,
+                self.host_facts().landlock_abi,
+                None,
+                &self.pins,
+            )?;
+            prepared.profile.net = net.profile;
             let mut out = rc.argv().to_vec();
             // An operator-asserted runner owns its descriptor hygiene.
             out.extend(profile::bwrap_args(&prepared.profile, argv));
@@ -710,6 +728,22 @@ impl LocalProvider {
         )?;
         let (runner_env_remove, command_env) = profile::loader_env(std::env::vars_os());
         prepared.profile.command_env = command_env;
+        let proxy_dir = self
+            .settings
+            .verdict_cache_dir
+            .clone()
+            .or_else(LocalSettings::default_verdict_cache_dir);
+        let net = network::for_run(
+            &self.proxies,
+            Some(backend),
+            &policy.network,
+            self.host_facts().landlock_abi,
+            proxy_dir.as_deref(),
+            &self.pins,
+        )?;
+        prepared.profile.net = net.profile;
+        prepared.profile.command_env.extend(net.env);
+        prepared.gaps.extend(net.gaps);
         let runner = sel.runner.as_os_str();
         let mut gaps = confine::gaps_for(
             backend,
@@ -743,7 +777,7 @@ impl LocalProvider {
             runner_env_remove,
             deny_read: prepared.deny_read,
             read_only: prepared.read_only,
-            network_log: None,
+            network_log: net.log,
         })
     }
 }

@@ -172,7 +172,7 @@ impl SandboxFacts {
     }
 
     /// What a denial report says after the marker: each path the denied
-    /// lines name, then what was writable.
+    /// lines name, then what was writable (after a refused file effect).
     pub fn denial_details(&self) -> Vec<String> {
         self.denial_details_in(&stockade_core::files::process_env)
     }
@@ -191,7 +191,7 @@ impl SandboxFacts {
                 out.push(texts::group_hint(group));
             }
         }
-        if !self.writable_roots.is_empty() {
+        if self.file_denied && !self.writable_roots.is_empty() {
             let roots: Vec<String> = self
                 .writable_roots
                 .iter()

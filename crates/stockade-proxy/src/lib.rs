@@ -1,0 +1,442 @@
+//! The allow-listed network proxy: an HTTP/HTTPS forward proxy on loopback
+//! that lets a sandboxed command reach only the hosts its policy names.
+//!
+//! There is no TLS interception. HTTPS arrives as `CONNECT host:port` and is
+//! judged by the host NAME the client asked for; plain HTTP arrives in
+//! absolute form (`GET http://host/path`) and is judged the same way, then
+//! forwarded. Matching is [`stockade_core::net::HostPattern`]'s, so the
+//! policy and the proxy can never disagree about what a pattern means.
+//!
+//! The caller is synchronous: [`Proxy::start`] binds, spawns one thread with
+//! its own single-threaded tokio runtime, and returns; dropping the
+//! [`Proxy`] stops it. Each run gets a [`RunToken`] carried as the user name
+//! of its proxy URL, so what a run was refused can be told back to it.
+#![forbid(unsafe_code)]
+
+mod ledger;
+mod service;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use stockade_core::net::{HostPattern, HostPatternError};
+use tokio::sync::{Semaphore, oneshot};
+
+use crate::ledger::Ledger;
+use crate::service::Shared;
+
+/// Connections served at once; more wait in the listen backlog, so a
+/// runaway command cannot exhaust the session's descriptors through us.
+const MAX_CONNECTIONS: usize = 256;
+
+/// How long a client may take to send its request line and headers (and so
+/// how long an idle keep-alive connection keeps its slot). Tunnels, once
+/// open, are never timed out.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The Unix socket's name inside [`ProxyConfig::unix_dir`].
+pub const UNIX_SOCKET_NAME: &str = "proxy.sock";
+
+/// What the proxy lets through and where it listens.
+#[derive(Debug, Clone, Default)]
+pub struct ProxyConfig {
+    /// Validated host patterns (exact or `*.suffix`), as
+    /// [`stockade_core::net::parse_hosts`] returns.
+    pub allowed_hosts: Vec<String>,
+    /// Test hook: names resolved here instead of DNS (e.g. `allowed.test`
+    /// -> `127.0.0.1:PORT`); the addresses are used as given, port included.
+    /// Empty in production.
+    pub resolve: HashMap<String, Vec<SocketAddr>>,
+    /// Also listen on a Unix socket created in this directory (which the
+    /// caller made private, 0700); `None` = TCP only.
+    pub unix_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("allowed_hosts entry {index}: {source}")]
+    Pattern {
+        index: usize,
+        #[source]
+        source: HostPatternError,
+    },
+    #[error("cannot listen on 127.0.0.1: {0}")]
+    BindTcp(#[source] io::Error),
+    #[error("cannot listen on {}: {source}", path.display())]
+    BindUnix {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("a Unix socket listener is not available on this platform")]
+    UnixUnsupported,
+    #[error("cannot start the proxy runtime: {0}")]
+    Runtime(#[source] io::Error),
+    #[error("cannot read the OS random source: {0}")]
+    Entropy(getrandom::Error),
+}
+
+/// Attributes requests to one run: 128 random bits as hex, carried as the
+/// user name of the run's proxy URL. It grants nothing (every request is
+/// judged the same); it only says whose refusals are whose.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunToken(String);
+
+impl RunToken {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A running proxy. Stops on drop: the listeners close, open connections
+/// and tunnels are cut, the thread is joined and the Unix socket removed.
+pub struct Proxy {
+    port: u16,
+    unix_path: Option<PathBuf>,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    /// Fallback token material, see [`Proxy::run_token`].
+    seed: u128,
+    issued: AtomicU64,
+}
+
+impl fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Proxy")
+            .field("port", &self.port)
+            .field("unix_path", &self.unix_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    /// Binds `127.0.0.1:0` (and the Unix socket, if asked) and starts
+    /// serving on a thread of its own.
+    pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
+        Self::start_with(config, HEADER_TIMEOUT)
+    }
+
+    fn start_with(config: ProxyConfig, header_timeout: Duration) -> Result<Proxy, ProxyError> {
+        let patterns = config
+            .allowed_hosts
+            .iter()
+            .enumerate()
+            .map(|(index, h)| {
+                HostPattern::parse(h).map_err(|source| ProxyError::Pattern { index, source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let resolve = config
+            .resolve
+            .into_iter()
+            .map(|(h, a)| (service::normalize(&h), a))
+            .collect();
+        let mut seed = [0u8; 16];
+        getrandom::fill(&mut seed).map_err(ProxyError::Entropy)?;
+        let shared = Arc::new(Shared {
+            patterns,
+            literal: config.allowed_hosts,
+            resolve,
+            ledger: Ledger::default(),
+        });
+
+        // Bound here, on the caller's thread, so a failure is the caller's
+        // error rather than a silent dead thread.
+        let tcp = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(ProxyError::BindTcp)?;
+        let port = tcp.local_addr().map_err(ProxyError::BindTcp)?.port();
+        let unix = match &config.unix_dir {
+            None => None,
+            Some(dir) => Some(bind_unix(&dir.join(UNIX_SOCKET_NAME))?),
+        };
+        let unix_path = config.unix_dir.map(|d| d.join(UNIX_SOCKET_NAME));
+
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                remove_socket(unix_path.as_deref());
+                return Err(ProxyError::Runtime(e));
+            }
+        };
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let serving = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("stockade-proxy".to_owned())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+                    match tokio::net::TcpListener::from_std(tcp) {
+                        Ok(l) => {
+                            tokio::spawn(accept_tcp(
+                                l,
+                                Arc::clone(&serving),
+                                Arc::clone(&slots),
+                                header_timeout,
+                            ));
+                        }
+                        Err(e) => eprintln!("stockade-proxy: cannot serve 127.0.0.1:{port}: {e}"),
+                    }
+                    #[cfg(unix)]
+                    if let Some(unix) = unix {
+                        match tokio::net::UnixListener::from_std(unix) {
+                            Ok(l) => {
+                                tokio::spawn(accept_unix(l, serving, slots, header_timeout));
+                            }
+                            Err(e) => {
+                                eprintln!("stockade-proxy: cannot serve the Unix socket: {e}")
+                            }
+                        }
+                    }
+                    #[cfg(not(unix))]
+                    let _: Option<UnixListener> = unix;
+                    // Either a send or the sender's drop ends the wait.
+                    let _ = stopped.await;
+                });
+                // Dropping the runtime here cancels every task: listeners,
+                // connections and tunnels all close.
+                drop(runtime);
+            });
+        let thread = match thread {
+            Ok(t) => t,
+            Err(e) => {
+                remove_socket(unix_path.as_deref());
+                return Err(ProxyError::Runtime(e));
+            }
+        };
+        Ok(Proxy {
+            port,
+            unix_path,
+            shared,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+            seed: u128::from_ne_bytes(seed),
+            issued: AtomicU64::new(0),
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn unix_path(&self) -> Option<&Path> {
+        self.unix_path.as_deref()
+    }
+
+    /// A fresh token for one run; requests that carry it (as the user name
+    /// of the proxy URL, i.e. `Proxy-Authorization: Basic
+    /// base64("<token>:")`) are attributed to that run.
+    pub fn run_token(&self) -> RunToken {
+        let n = self.issued.fetch_add(1, Ordering::Relaxed);
+        let mut bytes = [0u8; 16];
+        let value = match getrandom::fill(&mut bytes) {
+            Ok(()) => u128::from_ne_bytes(bytes),
+            // The source worked at start, so this is all but unreachable;
+            // a token needs only to be unique within this proxy (it grants
+            // nothing), which the start seed and a counter still give.
+            Err(_) => self.seed.wrapping_add(u128::from(n) + 1),
+        };
+        let token = RunToken(format!("{value:032x}"));
+        self.shared.ledger.register(token.as_str());
+        token
+    }
+
+    /// The proxy URL for a run: `http://<token>@127.0.0.1:<port>`.
+    pub fn url_for(&self, token: &RunToken) -> String {
+        format!("http://{}@127.0.0.1:{}", token.as_str(), self.port)
+    }
+
+    /// Hosts refused for this run so far, deduplicated, in order.
+    pub fn refused(&self, token: &RunToken) -> Vec<String> {
+        self.shared.ledger.run(token.as_str()).refused
+    }
+
+    /// Hosts allowed for this run so far, deduplicated, in order.
+    pub fn allowed(&self, token: &RunToken) -> Vec<String> {
+        self.shared.ledger.run(token.as_str()).allowed
+    }
+
+    /// Hosts refused to requests that carried no token this proxy issued.
+    pub fn refused_unattributed(&self) -> Vec<String> {
+        self.shared.ledger.unattributed().refused
+    }
+
+    /// Hosts allowed to requests that carried no token this proxy issued.
+    pub fn allowed_unattributed(&self) -> Vec<String> {
+        self.shared.ledger.unattributed().allowed
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            // A panicked proxy thread has nothing left to clean up.
+            let _ = t.join();
+        }
+        remove_socket(self.unix_path.as_deref());
+    }
+}
+
+async fn accept_tcp(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    slots: Arc<Semaphore>,
+    header_timeout: Duration,
+) {
+    loop {
+        // The slot is taken before accepting, so excess clients queue in
+        // the kernel backlog instead of being accepted and dropped.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(service::serve_connection(
+                    stream,
+                    Arc::clone(&shared),
+                    slot,
+                    header_timeout,
+                ));
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+#[cfg(unix)]
+async fn accept_unix(
+    listener: tokio::net::UnixListener,
+    shared: Arc<Shared>,
+    slots: Arc<Semaphore>,
+    header_timeout: Duration,
+) {
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(service::serve_connection(
+                    stream,
+                    Arc::clone(&shared),
+                    slot,
+                    header_timeout,
+                ));
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+/// Accept errors are mostly transient (out of descriptors, a client that
+/// reset while queued); pause so a persistent one cannot spin the thread.
+async fn accept_failed(e: io::Error) {
+    eprintln!("stockade-proxy: accept failed: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+#[cfg(unix)]
+type UnixListener = std::os::unix::net::UnixListener;
+#[cfg(not(unix))]
+type UnixListener = std::convert::Infallible;
+
+#[cfg(unix)]
+fn bind_unix(path: &Path) -> Result<UnixListener, ProxyError> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let err = |source| ProxyError::BindUnix {
+        path: path.to_owned(),
+        source,
+    };
+    // A socket left by a proxy that did not stop cleanly would block the
+    // bind forever; anything else at that name is not ours to remove.
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.file_type().is_socket()
+    {
+        std::fs::remove_file(path).map_err(err)?;
+    }
+    let listener = UnixListener::bind(path).map_err(err)?;
+    listener.set_nonblocking(true).map_err(err)?;
+    Ok(listener)
+}
+
+#[cfg(not(unix))]
+fn bind_unix(_path: &Path) -> Result<UnixListener, ProxyError> {
+    Err(ProxyError::UnixUnsupported)
+}
+
+fn remove_socket(path: Option<&Path>) {
+    if let Some(p) = path {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use std::io::{Read as _, Write as _};
+
+    #[test]
+    fn a_client_that_sends_no_request_line_is_dropped() {
+        let proxy = Proxy::start_with(ProxyConfig::default(), Duration::from_millis(300)).unwrap();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = Vec::new();
+        // EOF (or a reset) rather than the read timeout: the proxy hung up.
+        let _ = s.read_to_end(&mut buf);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // The slot came back: a new client is still served.
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut line = [0u8; 12];
+        s.read_exact(&mut line).unwrap();
+        assert_eq!(&line, b"HTTP/1.1 400");
+    }
+
+    #[test]
+    fn tokens_are_128_bit_hex_and_distinct() {
+        let proxy = Proxy::start(ProxyConfig::default()).unwrap();
+        let a = proxy.run_token();
+        let b = proxy.run_token();
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+        assert_eq!(
+            proxy.url_for(&a),
+            format!("http://{a}@127.0.0.1:{}", proxy.port())
+        );
+    }
+
+    #[test]
+    fn a_bad_pattern_is_refused_at_start() {
+        let err = Proxy::start(ProxyConfig {
+            allowed_hosts: vec!["ok.example".into(), "https://x".into()],
+            ..ProxyConfig::default()
+        })
+        .unwrap_err();
+        assert!(matches!(err, ProxyError::Pattern { index: 1, .. }), "{err}");
+    }
+}
