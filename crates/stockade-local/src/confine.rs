@@ -414,6 +414,25 @@ pub(crate) fn gaps_for(
     out
 }
 
+/// What `probe` says a backend cannot govern of the network: what an
+/// `allow-listed` run would carry (runs name their own, per mode).
+pub(crate) fn network_gaps_for(backend: Backend, abi: Option<u8>) -> Vec<Gap> {
+    let abi = abi.unwrap_or(0);
+    match backend {
+        Backend::Bwrap => Vec::new(),
+        Backend::Landlock if abi >= 4 => vec![Gap::new(
+            gaps::NETWORK_PORT,
+            "under allow-listed, Landlock allows TCP by port only: the proxy's port is reachable on every address, not only loopback",
+        )],
+        Backend::Landlock => vec![Gap::new(
+            gaps::NETWORK,
+            format!(
+                "under allow-listed, Landlock ABI {abi} (< 4) cannot restrict TCP connections: a command can connect past the proxy"
+            ),
+        )],
+    }
+}
+
 /// The status channel every Linux backend reports on.
 pub(crate) fn status_channel() -> StatusChannel {
     StatusChannel {
@@ -478,6 +497,10 @@ pub(crate) fn protections_for(
                 "deny-read",
                 "an empty mode-0000 stand-in mounted over each denied path (a tmpfs for a directory)",
             ));
+            out.push(p(
+                "network",
+                "deny: a private network namespace with its own loopback only; allow-listed: the same, with the proxy relayed in as the only way out",
+            ));
         }
         Backend::Landlock => {
             out.push(p(
@@ -488,6 +511,14 @@ pub(crate) fn protections_for(
             out.push(p(
                 "deny-read",
                 "read granted beside each denied path, never beneath it: its files are unreadable, its names listable (gap deny-read-names); one beneath a writable root stays readable (gap deny-read)",
+            ));
+            out.push(p(
+                "network",
+                if abi >= 4 {
+                    "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp)".to_owned()
+                } else {
+                    format!("deny: no network socket at all (seccomp); allow-listed: NOT enforced for TCP (Landlock ABI {abi} < 4; gap network)")
+                },
             ));
             out.push(p(
                 "signals",

@@ -620,13 +620,18 @@ impl LocalProvider {
 
     #[cfg(unix)]
     fn gaps(&self, backend: Backend) -> Vec<stockade_core::Gap> {
-        confine::gaps_for(
+        let mut out = confine::gaps_for(
             backend,
             stockade_core::ConfiningMode::WorkspaceWrite,
             self.host_facts().landlock_abi,
             self.host_facts().supervised,
             &self.settings.allow_sockets,
-        )
+        );
+        out.extend(confine::network_gaps_for(
+            backend,
+            self.host_facts().landlock_abi,
+        ));
+        out
     }
 
     #[cfg(not(unix))]

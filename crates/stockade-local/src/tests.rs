@@ -1085,3 +1085,78 @@ fn an_extra_root_holding_the_verdict_cache_is_refused() {
         "{e}"
     );
 }
+
+/// The network mode reaches the runner with the proxy's environment, and
+/// Landlock's limits are named per run: by port above ABI 4, not at all
+/// below it; bwrap's namespace has neither gap.
+#[test]
+fn the_network_mode_reaches_the_runner_with_landlocks_gaps_named() {
+    use stockade_core::{NetworkMode, NetworkPolicy};
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let state = std::fs::canonicalize(d.path()).unwrap().join("state");
+    for (bwrap_ok, abi) in [(true, 7), (false, 7), (false, 3)] {
+        // A state directory per host: the verdict is cached there.
+        let settings = LocalSettings {
+            verdict_cache_dir: Some(state.join(format!("{bwrap_ok}-{abi}"))),
+            ..Default::default()
+        };
+        let mut host = FakeHost::linux(bwrap_ok, true, Some(abi));
+        host.supervised = true;
+        let (p, _) = provider(host, settings, Platform::Linux);
+        let listed = NetworkPolicy::new(NetworkMode::AllowListed, vec!["crates.io".into()]);
+        let policy = ww(ws.to_str().unwrap()).with_network(listed);
+        let c = p.confine(&argv(), &policy).unwrap();
+        let a = strs(&c.argv);
+        let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
+        let proxy_env = a
+            .iter()
+            .any(|x| x.starts_with("HTTPS_PROXY=http://") && x.contains("@127.0.0.1:"));
+        assert!(proxy_env, "{a:?}");
+        assert!(c.network_log.is_some());
+        match (bwrap_ok, abi) {
+            (true, _) => {
+                assert!(
+                    a.contains(&"--unshare-net") && a.contains(&"--net-bridge"),
+                    "{a:?}"
+                );
+                assert!(!names.iter().any(|n| n.starts_with("network")), "{names:?}");
+            }
+            (false, 7) => {
+                assert!(a.contains(&"--net-port"), "{a:?}");
+                assert!(
+                    names.contains(&stockade_core::gaps::NETWORK_PORT),
+                    "{names:?}"
+                );
+            }
+            _ => assert!(names.contains(&stockade_core::gaps::NETWORK), "{names:?}"),
+        }
+        let deny =
+            ww(ws.to_str().unwrap()).with_network(NetworkPolicy::new(NetworkMode::Deny, vec![]));
+        let c = p.confine(&argv(), &deny).unwrap();
+        let a = strs(&c.argv);
+        assert!(
+            a.contains(&"--unshare-net") || a.contains(&"--net-deny"),
+            "{a:?}"
+        );
+        assert!(!a.iter().any(|x| x.contains("_PROXY=")), "{a:?}");
+        assert!(c.network_log.is_none());
+        assert!(!c.gaps.iter().any(|g| g.name.starts_with("network")));
+    }
+    // An operator runner cannot host the proxy: refused, never unenforced.
+    let settings = LocalSettings {
+        runner_command: Some(RunnerCommand::new(vec!["/bin/fake-runner".into()], vec![]).unwrap()),
+        ..Default::default()
+    };
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        settings,
+        Platform::Linux,
+    );
+    let listed = NetworkPolicy::new(NetworkMode::AllowListed, vec![]);
+    let e = p
+        .confine(&argv(), &ww(ws.to_str().unwrap()).with_network(listed))
+        .unwrap_err();
+    assert!(e.to_string().contains("allow-listed"), "{e}");
+}
