@@ -283,7 +283,10 @@ mod linux {
                     let bytes = value.as_bytes();
                     let colon = bytes.iter().position(|b| *b == b':');
                     let (port, path) = match colon {
-                        Some(c) => (&bytes[..c], PathBuf::from(OsStr::from_bytes(&bytes[c + 1..]))),
+                        Some(c) => (
+                            &bytes[..c],
+                            PathBuf::from(OsStr::from_bytes(&bytes[c + 1..])),
+                        ),
                         None => return Err(format!("--net-bridge needs P:PATH, not {value:?}")),
                     };
                     if !path.is_absolute() || opts.bridge.is_some() {
@@ -699,10 +702,12 @@ mod linux {
         }
         match plan.net {
             Net::Host => {}
-            Net::Deny => filter::install_net(false)
-                .or_fail("cannot install the seccomp network filter"),
-            Net::Port(_) => filter::install_net(true)
-                .or_fail("cannot install the seccomp network filter"),
+            Net::Deny => {
+                filter::install_net(false).or_fail("cannot install the seccomp network filter")
+            }
+            Net::Port(_) => {
+                filter::install_net(true).or_fail("cannot install the seccomp network filter")
+            }
         }
     }
 
@@ -770,7 +775,12 @@ mod linux {
             let mut socket_rules = BTreeMap::new();
             let mut uring = BTreeMap::new();
             let kept: &[i32] = if tcp_only {
-                &[libc::AF_UNIX, libc::AF_NETLINK, libc::AF_INET, libc::AF_INET6]
+                &[
+                    libc::AF_UNIX,
+                    libc::AF_NETLINK,
+                    libc::AF_INET,
+                    libc::AF_INET6,
+                ]
             } else {
                 &[libc::AF_UNIX, libc::AF_NETLINK]
             };
@@ -785,7 +795,8 @@ mod linux {
                 if tcp_only {
                     for family in [libc::AF_INET, libc::AF_INET6] {
                         // Not a stream socket (UDP, raw, ...).
-                        for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != libc::SOCK_STREAM as u64) {
+                        for kind in (0..=SOCK_TYPE_MASK).filter(|t| *t != libc::SOCK_STREAM as u64)
+                        {
                             chain.push(
                                 SeccompRule::new(vec![
                                     arg(0, SeccompCmpOp::Eq, family as u64)?,
@@ -896,8 +907,9 @@ mod linux {
 
         pub fn start(port: u16, path: &Path) {
             // Listening before the fork: the command can connect at once.
-            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
-                .or_fail(format_args!("cannot listen on 127.0.0.1:{port} for the proxy bridge"));
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).or_fail(format_args!(
+                "cannot listen on 127.0.0.1:{port} for the proxy bridge"
+            ));
             let parent = rustix::process::getpid();
             #[allow(unsafe_code)]
             // SAFETY: this process is single threaded (close-fds mode starts
@@ -927,8 +939,18 @@ mod linux {
             // process still needs (`keep`) is outside both ranges, and no
             // other thread exists that could be using the others.
             unsafe {
-                libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, (keep - 1) as libc::c_uint, 0 as libc::c_uint);
-                libc::syscall(libc::SYS_close_range, (keep + 1) as libc::c_uint, libc::c_uint::MAX, 0 as libc::c_uint);
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3 as libc::c_uint,
+                    (keep - 1) as libc::c_uint,
+                    0 as libc::c_uint,
+                );
+                libc::syscall(
+                    libc::SYS_close_range,
+                    (keep + 1) as libc::c_uint,
+                    libc::c_uint::MAX,
+                    0 as libc::c_uint,
+                );
             }
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };

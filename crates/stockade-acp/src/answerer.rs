@@ -32,11 +32,12 @@ impl AcpAnswerer {
         let cx = self.live.client_of(r.session.as_str())?;
         let id = SessionId::new(r.session.as_str());
         let fields = ToolCallUpdateFields::new()
-            .title(format!("{} under \"{}\": {}", r.tool, r.target, r.subject))
+            .title(format!("{} under {}: {}", r.tool, r.under(), r.subject))
             .content(vec![ToolCallContent::Content(Content::new(
                 ContentBlock::from(format!(
-                    "The agent asks to run this one call under \"{}\": {}",
-                    r.target, r.reason
+                    "The agent asks to run this one call under {}: {}",
+                    r.under(),
+                    r.reason
                 )),
             ))]);
         let request = RequestPermissionRequest::new(

@@ -140,11 +140,13 @@ pub fn compose(
     env: &Environment,
     answerer: Arc<dyn Answerer>,
 ) -> Result<Composition, ServeError> {
-    // The file policy rides every call this service resolves: bash and the
-    // file tools get the same lists.
+    // The file policy and the allowed hosts ride every call this service
+    // resolves: bash and the file tools get the same lists.
     let policy = Arc::new(
         PolicyService::new(config.policy.mode, fallback_root(config, env))
-            .with_files(config.file_policy().clone()),
+            .with_files(config.file_policy().clone())
+            .with_default_network(config.policy.network)
+            .with_allowed_hosts(config.allowed_hosts().to_vec()),
     );
     let provider = provider(config, env)?;
     let executor: Arc<dyn ShellExecutor> = match (config.bash.executor, provider) {

@@ -92,7 +92,7 @@ pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
     // One line saying what this process mounts, for whoever reads the
     // editor's agent log.
     log(format_args!(
-        "serving ACP on stdio; config {}; sessions in {}; bash {}, default mode {}, approval {}, {} preset(s); {} extra writable root(s), {} deny-read path(s), {} read-only path(s)",
+        "serving ACP on stdio; config {}; sessions in {}; bash {}, default mode {}, default network {} ({}), {} allowed host(s), approval {}, {} preset(s); {} extra writable root(s), {} deny-read path(s), {} read-only path(s)",
         loaded.path.display(),
         server.store().dir().display(),
         if comp.confines {
@@ -101,6 +101,13 @@ pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
             "NOT sandboxed"
         },
         comp.policy.default_mode(),
+        comp.policy.default_network(comp.policy.default_mode()),
+        if comp.policy.configured_network().is_some() {
+            "configured"
+        } else {
+            "the mode's default"
+        },
+        comp.policy.allowed_hosts().len(),
         comp.approval.as_ref().map_or_else(
             || "none (escalations fail closed)".to_owned(),
             |a| a.default_policy().to_string()

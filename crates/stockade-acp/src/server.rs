@@ -251,22 +251,24 @@ impl AcpServer {
             .presets()
             .iter()
             .map(|p| {
-                SessionMode::new(p.name.clone(), p.name.clone())
-                    .description(format!("sandbox {}, approval {}", p.mode, p.approval))
+                SessionMode::new(p.name.clone(), p.name.clone()).description(format!(
+                    "sandbox {}, network {}, approval {}",
+                    p.mode, p.network, p.approval
+                ))
             })
             .collect();
         let current = presets.current(session);
         if current == CUSTOM {
             let mode = self.comp.policy.effective_mode(Some(session));
+            let network = self.comp.policy.effective_network(Some(session));
             let approval = self
                 .comp
                 .approval
                 .as_ref()
                 .map_or_else(|| "none".to_owned(), |a| a.policy(session).to_string());
-            modes.push(
-                SessionMode::new(CUSTOM, CUSTOM)
-                    .description(format!("sandbox {mode}, approval {approval} (no preset)")),
-            );
+            modes.push(SessionMode::new(CUSTOM, CUSTOM).description(format!(
+                "sandbox {mode}, network {network}, approval {approval} (no preset)"
+            )));
         }
         Some(SessionModeState::new(current.to_owned(), modes))
     }

@@ -212,6 +212,7 @@ pub(crate) fn replay(records: &[Record]) -> Vec<SessionUpdate> {
             | Event::ApprovalAsked { .. }
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }
+            | Event::SandboxNetwork { .. }
             | Event::ApprovalPolicy { .. } => {}
         }
     }

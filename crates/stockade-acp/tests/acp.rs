@@ -121,6 +121,45 @@ async fn a_denied_write_escalated_and_allowed_lands_on_disk() {
     );
 }
 
+/// A wider network is asked for like a wider mode, and the user is shown
+/// both what the call would run under and the network it would reach.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_escalation_names_the_network_to_the_user() {
+    let mut args = touch("marker");
+    args["network"] = json!("allow");
+    args["justification"] = json!("the task needs a registry");
+    let Some(w) = World::new(vec![call("call-1", "bash", args), say("done")]) else {
+        return;
+    };
+    let seen = Arc::new(Seen::default());
+    let stop = one_prompt(&w, &READ_ONLY_ASK, Answer::Reject, &seen).await;
+    assert_eq!(stop, StopReason::EndTurn);
+    let asks = seen.asks();
+    assert_eq!(asks.len(), 1);
+    let fields = &asks[0].tool_call.fields;
+    assert_eq!(
+        fields.title.as_deref(),
+        Some("bash under \"read-only\" with network \"allow\": touch marker")
+    );
+    let shown = serde_json::to_string(&fields.content).unwrap();
+    assert!(
+        shown.contains(
+            "The agent asks to run this one call under \\\"read-only\\\" with network \\\"allow\\\": the task needs a registry"
+        ),
+        "{shown}"
+    );
+    let requests = w.model_messages();
+    let told = last_content(&requests[1]);
+    let rejected = stockade_agent::escalation::network_texts::rejected(
+        stockade_agent::escalation::network_texts::Widening {
+            mode: None,
+            network: stockade_core::NetworkMode::Allow,
+        },
+    );
+    assert!(told.starts_with(&rejected), "{told}");
+    assert!(!w.ws.join("marker").exists(), "nothing ran");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rejected_escalation_runs_nothing_and_the_model_is_told() {
     let Some(w) = World::new(escalation_script()) else {
@@ -285,12 +324,13 @@ async fn a_preset_switch_adds_exactly_one_policy_message() {
     .await;
     let (modes, err) = modes;
     let modes = modes.expect("presets are advertised as modes");
-    // read-only + ask is not in the default table.
-    assert_eq!(&*modes.current_mode_id.0, "custom");
+    // read-only + ask (+ its default network, deny) is the first preset.
+    assert_eq!(&*modes.current_mode_id.0, "read-only");
     let ids: Vec<&str> = modes.available_modes.iter().map(|m| &*m.id.0).collect();
-    assert_eq!(ids, ["workspace-write", "danger-full-access", "custom"]);
+    assert_eq!(ids, ["read-only", "workspace-write", "danger-full-access"]);
     assert!(
-        err.message.contains("workspace-write, danger-full-access"),
+        err.message
+            .contains("read-only, workspace-write, danger-full-access"),
         "{err:?}"
     );
 
@@ -320,6 +360,68 @@ async fn a_preset_switch_adds_exactly_one_policy_message() {
     insta::assert_snapshot!(
         "preset_switch_policy_messages",
         policy_messages(&requests[2]).join("\n---\n")
+    );
+}
+
+/// The network knob is one of the knobs a preset sets: a configured network
+/// outside every preset reads as `custom`, naming the network, and selecting
+/// a preset records the network through its own event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preset_sets_the_network_too_and_custom_names_it() {
+    let Some(w) = World::new(vec![]) else {
+        return;
+    };
+    let seen = Arc::new(Seen::default());
+    let ws = w.ws.clone();
+    let server = w.server_at(&PRESETS, &w.config_path(), &w.state, |text| {
+        text.replace("deny_read = []\n", "deny_read = []\nnetwork = \"allow\"\n")
+    });
+    let (modes, id) = run(server, Answer::Allow, seen.clone(), async move |cx| {
+        cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await?;
+        let s = cx
+            .send_request(NewSessionRequest::new(&ws))
+            .block_task()
+            .await?;
+        cx.send_request(SetSessionModeRequest::new(
+            s.session_id.clone(),
+            "read-only",
+        ))
+        .block_task()
+        .await?;
+        Ok((s.modes, s.session_id))
+    })
+    .await;
+    let modes = modes.expect("presets are advertised as modes");
+    assert_eq!(&*modes.current_mode_id.0, "custom");
+    let custom = modes.available_modes.last().unwrap();
+    assert_eq!(
+        custom.description.as_deref(),
+        Some("sandbox read-only, network allow, approval ask (no preset)")
+    );
+    let current: Vec<String> = seen
+        .updates()
+        .into_iter()
+        .filter_map(|n| match n.update {
+            SessionUpdate::CurrentModeUpdate(m) => Some(m.current_mode_id.0.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(current, ["read-only"]);
+    // Only the network moved, and the log says who moved it.
+    let log =
+        std::fs::read_to_string(w.state.join("sessions").join(format!("{}.jsonl", id.0))).unwrap();
+    let knobs: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"sandbox/") || l.contains("\"type\":\"approval/policy\""))
+        .collect();
+    assert_eq!(knobs.len(), 1, "{log}");
+    assert!(
+        knobs[0].contains(
+            r#""event":{"type":"sandbox/network","mode":"deny","source":{"kind":"preset","name":"read-only"}}"#
+        ),
+        "{log}"
     );
 }
 
@@ -745,5 +847,18 @@ fn the_example_composition_composes() {
         .iter()
         .map(|p| p.name.as_str())
         .collect();
-    assert_eq!(names, ["workspace-write", "danger-full-access"]);
+    assert_eq!(
+        names,
+        ["read-only", "workspace-write", "danger-full-access"]
+    );
+    // Left out of the example, the network follows the mode.
+    assert_eq!(comp.policy.configured_network(), None);
+    assert_eq!(
+        comp.policy.default_network(comp.policy.default_mode()),
+        stockade_core::NetworkMode::AllowListed
+    );
+    assert_eq!(
+        comp.policy.allowed_hosts(),
+        stockade_core::net::default_allowed_hosts()
+    );
 }

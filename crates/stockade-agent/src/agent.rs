@@ -160,6 +160,7 @@ impl Agent {
                 Event::ApprovalAsked { .. }
                 | Event::ApprovalDecided { .. }
                 | Event::SandboxMode { .. }
+                | Event::SandboxNetwork { .. }
                 | Event::ApprovalPolicy { .. } => {}
             }
         }

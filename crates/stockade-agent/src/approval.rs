@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 use stockade_session::{Event, Session, SessionError};
 use stockade_shell::BoxFuture;
 
@@ -18,8 +18,26 @@ pub struct ApprovalRequest {
     pub reason: String,
     /// The mode the call would run under if allowed.
     pub target: SandboxMode,
+    /// The network the call would run under if allowed, when the request
+    /// widens it; `None` leaves the network as the session has it.
+    pub network: Option<NetworkMode>,
     /// What would run (the command, or the path for a file tool).
     pub subject: String,
+}
+
+impl ApprovalRequest {
+    /// What the call would run under, as the user is shown it:
+    /// `"workspace-write"`, or `"read-only" with network "allow"`.
+    pub fn under(&self) -> String {
+        match self.network {
+            None => format!("\"{}\"", self.target),
+            Some(network) => crate::escalation::network_texts::Widening {
+                mode: Some(self.target),
+                network,
+            }
+            .to_string(),
+        }
+    }
 }
 
 /// One link of the chain. `None` passes the question on.
@@ -114,6 +132,7 @@ impl ApprovalService {
             tool: request.tool.clone(),
             reason: request.reason.clone(),
             target: request.target,
+            network: request.network,
         })?;
         // If the turn is cancelled while the answerers are out, this future
         // is dropped mid-await: the guard still records the decision, so

@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use stockade_core::files::{self, EntryError, ListKind};
-use stockade_core::{ApprovalPolicy, FilePolicy, SandboxMode};
+use stockade_core::{ApprovalPolicy, FilePolicy, NetworkMode, SandboxMode, net};
 
 /// Overrides the configured default mode (a value of the mode vocabulary).
 pub const ENV_MODE: &str = "STOCKADE_MODE";
@@ -45,6 +45,9 @@ pub struct Config {
     /// later interprets `~` or a group again.
     #[serde(skip)]
     files: FilePolicy,
+    /// `[policy] allowed_hosts`, validated and normalized at load.
+    #[serde(skip)]
+    allowed_hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -107,6 +110,14 @@ pub struct PolicySection {
     /// Paths inside writable roots that stay read-only, as written.
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
+    /// The default network mode. Left out, it follows the mode:
+    /// `read-only` denies, `workspace-write` allows the listed hosts,
+    /// `danger-full-access` is always `allow`.
+    pub network: Option<NetworkMode>,
+    /// The hosts `allow-listed` lets through (`crates.io`,
+    /// `*.github.com`), as written. Left out, the default list applies; an
+    /// empty list lets none through.
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 fn default_mode() -> SandboxMode {
@@ -121,6 +132,8 @@ impl Default for PolicySection {
             writable_roots: Vec::new(),
             deny_read: None,
             read_only: Vec::new(),
+            network: None,
+            allowed_hosts: None,
         }
     }
 }
@@ -216,6 +229,7 @@ impl Config {
         })?;
         config.validate(path)?;
         config.files = config.policy.expand(path, env)?;
+        config.allowed_hosts = config.policy.hosts(path)?;
         Ok(config)
     }
 
@@ -257,6 +271,12 @@ impl Config {
     /// carries it, whatever the mode.
     pub fn file_policy(&self) -> &FilePolicy {
         &self.files
+    }
+
+    /// `[policy] allowed_hosts`, validated at load (the default list when
+    /// left out).
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.allowed_hosts
     }
 
     /// Whether the mounted executor confines (the escalation fields exist).
@@ -340,6 +360,19 @@ impl Config {
 }
 
 impl PolicySection {
+    /// The allowed hosts, each validated as a host pattern; a bad one fails
+    /// the load, naming the key, its index and the entry.
+    fn hosts(&self, path: &Path) -> Result<Vec<String>, ConfigError> {
+        match &self.allowed_hosts {
+            None => Ok(net::default_allowed_hosts()),
+            Some(hosts) => net::parse_hosts(hosts).map_err(|(i, e)| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                key: format!("policy.allowed_hosts[{i}]"),
+                message: e.to_string(),
+            }),
+        }
+    }
+
     /// The three lists as absolute paths. An entry that cannot be expanded
     /// fails the load, naming the key, its index and the entry. A left-out
     /// `deny_read` that cannot be expanded (no usable `$HOME`) fails too:
@@ -521,6 +554,22 @@ mod tests {
                 "a writable root not a string",
                 "[sandbox]\n[policy]\nwritable_roots = [\"/x\", 1]\n",
             ),
+            (
+                "network outside the vocabulary",
+                "[sandbox]\n[policy]\nnetwork = \"open\"\n",
+            ),
+            (
+                "a URL for an allowed host",
+                "[sandbox]\n[policy]\nallowed_hosts = [\"crates.io\", \"https://github.com\"]\n",
+            ),
+            (
+                "a host with a port",
+                "[sandbox]\n[policy]\nallowed_hosts = [\"example.com:443\"]\n",
+            ),
+            (
+                "allowed_hosts not a list",
+                "[sandbox]\n[policy]\nallowed_hosts = \"crates.io\"\n",
+            ),
         ];
         let text: Vec<String> = cases
             .iter()
@@ -667,6 +716,92 @@ mod file_policy {
                 .to_string();
             assert!(
                 e.starts_with("/etc/s.toml: ") && e.contains(key) && e.contains("line 3"),
+                "{e}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod network {
+    use super::*;
+
+    const FILE: &str = "/etc/s.toml";
+
+    fn parse(policy: &str) -> Result<Config, ConfigError> {
+        let text = format!("[sandbox]\n[policy]\ndeny_read = []\n{policy}");
+        Config::parse_in(Path::new(FILE), &text, &|_| None)
+    }
+
+    #[test]
+    fn left_out_the_network_follows_the_mode_and_the_default_hosts_apply() {
+        let c = parse("").unwrap();
+        assert_eq!(c.policy.network, None);
+        assert_eq!(c.allowed_hosts(), net::default_allowed_hosts());
+        let c = parse("network = \"deny\"\nallowed_hosts = []\n").unwrap();
+        assert_eq!(c.policy.network, Some(NetworkMode::Deny));
+        assert!(c.allowed_hosts().is_empty());
+        // Normalized once, here: lower case, no repeats.
+        let c = parse("network = \"allow-listed\"\nallowed_hosts = [\"Example.COM\", \"*.example.com\", \"example.com\"]\n").unwrap();
+        assert_eq!(c.allowed_hosts(), ["example.com", "*.example.com"]);
+    }
+
+    #[test]
+    fn a_bad_mode_lists_the_valid_ones_naming_file_and_key() {
+        let e = parse("network = \"none\"\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with("/etc/s.toml: ")
+                && e.contains("network = \"none\"")
+                && e.contains(
+                    "invalid network mode \"none\": expected one of deny, allow-listed, allow"
+                ),
+            "{e}"
+        );
+        let e = parse("network = true\n").unwrap_err().to_string();
+        assert!(
+            e.starts_with("/etc/s.toml: ") && e.contains("network = true"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn each_bad_host_is_named_by_file_key_index_and_value() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "allowed_hosts = [\"crates.io\", \"https://crates.io\"]\n",
+                "/etc/s.toml: policy.allowed_hosts[1]: \"https://crates.io\": is a URL; name the host only (example.com)",
+            ),
+            (
+                "allowed_hosts = [\"registry.npmjs.org/\"]\n",
+                "/etc/s.toml: policy.allowed_hosts[0]: \"registry.npmjs.org/\": is a URL; name the host only (example.com)",
+            ),
+            (
+                "allowed_hosts = [\"a.example\", \"b.example\", \"*.com\"]\n",
+                "/etc/s.toml: policy.allowed_hosts[2]: \"*.com\": a suffix must have at least two labels (`*.example.com`, not `*.com`)",
+            ),
+            (
+                "allowed_hosts = [\"\"]\n",
+                "/etc/s.toml: policy.allowed_hosts[0]: \"\": is empty",
+            ),
+        ];
+        for (policy, expected) in cases {
+            let e = parse(policy).unwrap_err();
+            assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+            assert_eq!(e.to_string(), *expected, "{policy}");
+        }
+    }
+
+    #[test]
+    fn a_host_list_of_the_wrong_type_names_file_key_and_line() {
+        for policy in [
+            "allowed_hosts = \"crates.io\"\n",
+            "allowed_hosts = [\"crates.io\", 443]\n",
+        ] {
+            let e = parse(policy).unwrap_err().to_string();
+            assert!(
+                e.starts_with("/etc/s.toml: ")
+                    && e.contains("allowed_hosts")
+                    && e.contains("line 4"),
                 "{e}"
             );
         }

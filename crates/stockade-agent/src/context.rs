@@ -1,16 +1,16 @@
 //! The policy-context message: before each model step, one complete, sourced
-//! statement of the current sandbox and approval policy. It is reconciled
+//! statement of the current sandbox (files and network) and approval policy. It is reconciled
 //! against what the session already shows; history is never rewritten.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use stockade_core::{ApprovalPolicy, SandboxMode};
+use stockade_core::{ApprovalPolicy, NetworkMode, SandboxMode};
 use stockade_session::{Event, Record, Role, Session, SessionError};
 
 use crate::approval::ApprovalService;
-use crate::policy::PolicyService;
+use crate::policy::{NetworkSource, PolicyService};
 
 /// Paths as the message lists them.
 fn list(paths: &[PathBuf]) -> String {
@@ -116,6 +116,36 @@ impl PolicyContext {
                 );
             }
         }
+        // Only commands reach the network; where they are not confined,
+        // nothing about it is claimed.
+        if self.confines {
+            let (network, source) = self.policy.effective_network_with_source(Some(session));
+            let source = match source {
+                NetworkSource::Unconfined => "danger-full-access",
+                NetworkSource::Session => "set for this session",
+                NetworkSource::Default => "configured default",
+            };
+            let hosts = self.policy.allowed_hosts();
+            let _ = match network {
+                NetworkMode::Deny => writeln!(
+                    m,
+                    "Network: deny ({source}): no network except loopback inside the sandbox."
+                ),
+                NetworkMode::AllowListed if hosts.is_empty() => writeln!(
+                    m,
+                    "Network: allow-listed ({source}): only allowed hosts, through a proxy, and none are allowed: no network except loopback inside the sandbox."
+                ),
+                NetworkMode::AllowListed => writeln!(
+                    m,
+                    "Network: allow-listed ({source}): only these hosts, through a proxy: {}.",
+                    hosts.join(", ")
+                ),
+                NetworkMode::Allow => writeln!(
+                    m,
+                    "Network: allow ({source}): any host this machine can reach."
+                ),
+            };
+        }
         let Some(approval) = &self.approval else {
             m.push_str("Approval: none configured. A request for a wider retry fails; a denied command stays denied.\n");
             return m;
@@ -129,7 +159,7 @@ impl PolicyContext {
         let _ = match policy {
             ApprovalPolicy::Ask => writeln!(
                 m,
-                "  After a denial you may retry the same command once with sandbox_permissions and a justification; the user approves or rejects that one retry."
+                "  After a denial you may retry the same command once with sandbox_permissions (for a file denial) or network (for a network denial) and a justification; the user approves or rejects that one retry."
             ),
             ApprovalPolicy::Never => writeln!(
                 m,

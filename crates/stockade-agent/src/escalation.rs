@@ -1,10 +1,11 @@
 //! The one escalation gate every confining tool (bash, write, edit) uses:
 //! strictly wider or nothing, a justification, then the approval ask, all
-//! before anything runs.
+//! before anything runs. Bash may widen the network too (the in-process
+//! file tools open no connections), alone or with the file mode.
 
 use std::sync::Arc;
 
-use stockade_core::{ApprovalOutcome, SandboxMode, texts};
+use stockade_core::{ApprovalOutcome, NetworkMode, SandboxMode, texts};
 
 use crate::approval::{ApprovalRequest, ApprovalService};
 use crate::tool::{ToolContext, ToolOutput};
@@ -33,16 +34,68 @@ impl From<EscalationTarget> for SandboxMode {
     }
 }
 
+/// The closed network escalation vocabulary the bash schema offers: every
+/// network mode but the narrowest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkTarget {
+    AllowListed,
+    Allow,
+}
+
+impl From<NetworkTarget> for NetworkMode {
+    fn from(t: NetworkTarget) -> Self {
+        match t {
+            NetworkTarget::AllowListed => NetworkMode::AllowListed,
+            NetworkTarget::Allow => NetworkMode::Allow,
+        }
+    }
+}
+
+/// What the user allowed for one call; `None` fields run as the session
+/// does. Never stored: the next call resolves afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Grant {
+    pub mode: Option<SandboxMode>,
+    pub network: Option<NetworkMode>,
+}
+
+impl Grant {
+    /// Whether anything was granted.
+    pub fn any(&self) -> bool {
+        self.mode.is_some() || self.network.is_some()
+    }
+}
+
 /// A tool's argument schema: `props`, plus the escalation fields exactly
 /// when `escalation_offered` (the mounted executor or file system confines).
 pub fn object_schema(
-    mut props: serde_json::Value,
+    props: serde_json::Value,
     required: &[&str],
     escalation_offered: bool,
 ) -> serde_json::Value {
+    schema_with(props, required, escalation_offered, false)
+}
+
+/// [`object_schema`] for a tool that runs commands: the network field
+/// besides the file mode's, exactly when escalation is offered.
+pub fn command_schema(
+    props: serde_json::Value,
+    required: &[&str],
+    escalation_offered: bool,
+) -> serde_json::Value {
+    schema_with(props, required, escalation_offered, true)
+}
+
+fn schema_with(
+    mut props: serde_json::Value,
+    required: &[&str],
+    escalation_offered: bool,
+    network: bool,
+) -> serde_json::Value {
     if escalation_offered
         && let (Some(p), serde_json::Value::Object(extra)) =
-            (props.as_object_mut(), schema_properties())
+            (props.as_object_mut(), schema_properties(network))
     {
         p.extend(extra);
     }
@@ -55,8 +108,8 @@ pub fn object_schema(
 }
 
 /// The schema properties a confining tool adds, and only a confining one.
-fn schema_properties() -> serde_json::Value {
-    serde_json::json!({
+fn schema_properties(network: bool) -> serde_json::Value {
+    let mut props = serde_json::json!({
         "sandbox_permissions": {
             "type": "string",
             "enum": ["workspace-write", "danger-full-access"],
@@ -66,7 +119,151 @@ fn schema_properties() -> serde_json::Value {
             "type": "string",
             "description": "With sandbox_permissions: one sentence, shown to the user, saying why this call needs the wider mode."
         }
-    })
+    });
+    if network {
+        props["network"] = serde_json::json!({
+            "type": "string",
+            "enum": ["allow-listed", "allow"],
+            "description": "Only to retry a command whose network connection the sandbox denied: run this one call with a wider network, after the user approves. `allow-listed` reaches only the allowed hosts; `allow` reaches any host. Pick the narrowest that suffices."
+        });
+        props["justification"]["description"] = serde_json::json!(
+            "With sandbox_permissions or network: one sentence, shown to the user, saying why this call needs the wider access."
+        );
+    }
+    props
+}
+
+/// The model-facing texts of a request that names the network, each
+/// defined once. A request for the file mode alone reads as
+/// `stockade_core::texts` says.
+pub mod network_texts {
+    use std::fmt;
+
+    use stockade_core::{NetworkMode, SandboxMode};
+
+    /// What a request naming the network asks for, as the texts name it:
+    /// `network "allow"`, or `"workspace-write" with network "allow"`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Widening {
+        pub mode: Option<SandboxMode>,
+        pub network: NetworkMode,
+    }
+
+    impl fmt::Display for Widening {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self.mode {
+                Some(m) => write!(f, "\"{m}\" with network \"{}\"", self.network),
+                None => write!(f, "network \"{}\"", self.network),
+            }
+        }
+    }
+
+    /// A network target that does not widen the call's effective network.
+    pub fn not_wider(target: NetworkMode, effective: NetworkMode) -> String {
+        format!(
+            "network \"{target}\" is not wider than this call's effective network \"{effective}\": nothing was run and no one was asked. Omit network to run under \"{effective}\"."
+        )
+    }
+
+    /// A network escalation without a reason to show the user.
+    pub const MISSING_JUSTIFICATION: &str = "network needs a non-empty `justification` (one sentence the user will read): nothing was run and no one was asked.";
+
+    /// The exact rejection text (followed by
+    /// `stockade_core::texts::REJECTED_NO_REASK`).
+    pub fn rejected(w: Widening) -> String {
+        format!("the user rejected widening this command to {w}")
+    }
+
+    pub fn cancelled(w: Widening) -> String {
+        format!(
+            "the request to widen this command to {w} was cancelled before the user answered: nothing was run"
+        )
+    }
+
+    pub fn unavailable(w: Widening) -> String {
+        format!(
+            "widening this command to {w} is unavailable: this session's approval policy is \"never\" (or no one could answer): nothing was run"
+        )
+    }
+
+    pub fn no_approval_service(w: Widening) -> String {
+        format!(
+            "widening this command to {w} is not possible: no approval service is configured: nothing was run"
+        )
+    }
+
+    pub fn no_session(w: Widening) -> String {
+        format!(
+            "widening this command to {w} is not possible: the call has no session to ask the user through: nothing was run"
+        )
+    }
+
+    /// `network` sent to a tool whose executor does not confine.
+    pub const NOT_OFFERED: &str = "network is not a parameter of this tool (commands are not sandboxed here, the network included): nothing was run.";
+
+    /// Shown after a network denial where the escalation fields exist: how
+    /// to ask for the one wider retry. `None` under `allow`, which nothing
+    /// widens.
+    pub fn escalation_hint(denied_under: NetworkMode) -> Option<String> {
+        let targets = match denied_under {
+            NetworkMode::Deny => {
+                "the narrowest sufficient mode: `allow-listed` (only the allowed hosts) before `allow` (any host)"
+            }
+            NetworkMode::AllowListed => "`allow` (any host)",
+            NetworkMode::Allow => return None,
+        };
+        Some(format!(
+            "If the task needs this connection, retry the same command once with a one-sentence `justification` and `network` set to {targets}; the user will be asked to approve that one retry."
+        ))
+    }
+}
+
+use network_texts::Widening;
+
+/// The text of one non-grant outcome, for the file mode alone (core's
+/// texts) or a request naming the network (this module's).
+struct Refusals {
+    mode: SandboxMode,
+    network: Option<Widening>,
+}
+
+impl Refusals {
+    fn missing_justification(&self) -> String {
+        match self.network {
+            None => texts::MISSING_JUSTIFICATION.to_owned(),
+            Some(_) => network_texts::MISSING_JUSTIFICATION.to_owned(),
+        }
+    }
+
+    fn rejected(&self) -> String {
+        let first = match self.network {
+            None => texts::rejected(self.mode),
+            Some(w) => network_texts::rejected(w),
+        };
+        format!("{first}\n{}", texts::REJECTED_NO_REASK)
+    }
+
+    fn cancelled(&self) -> String {
+        self.network
+            .map_or_else(|| texts::cancelled(self.mode), network_texts::cancelled)
+    }
+
+    fn unavailable(&self) -> String {
+        self.network
+            .map_or_else(|| texts::unavailable(self.mode), network_texts::unavailable)
+    }
+
+    fn no_approval_service(&self) -> String {
+        self.network.map_or_else(
+            || texts::no_approval_service(self.mode),
+            network_texts::no_approval_service,
+        )
+    }
+
+    fn no_session(&self) -> String {
+        self.network
+            .map_or_else(|| texts::no_session(self.mode), network_texts::no_session)
+    }
 }
 
 /// The shared gate.
@@ -91,21 +288,76 @@ impl EscalationGate {
         args: &EscalationArgs,
         effective: SandboxMode,
     ) -> Result<Option<SandboxMode>, ToolOutput> {
-        let Some(target) = args.sandbox_permissions.map(SandboxMode::from) else {
-            return Ok(None);
-        };
-        if target <= effective {
+        // The network is never widened here, so its effective value only
+        // shows in texts this path does not produce.
+        let grant = self
+            .decide_with_network(
+                ctx,
+                tool,
+                subject,
+                args,
+                None,
+                effective,
+                NetworkMode::Allow,
+            )
+            .await?;
+        Ok(grant.mode)
+    }
+
+    /// [`Self::decide`] for a request that may widen the file mode, the
+    /// network, or both: each named target must be strictly wider than the
+    /// call's effective value, and one ask covers both.
+    #[allow(clippy::too_many_arguments)] // one gate, every input of the question
+    pub async fn decide_with_network(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        subject: &str,
+        args: &EscalationArgs,
+        network: Option<NetworkTarget>,
+        effective: SandboxMode,
+        effective_network: NetworkMode,
+    ) -> Result<Grant, ToolOutput> {
+        let mode_target = args.sandbox_permissions.map(SandboxMode::from);
+        let network_target = network.map(NetworkMode::from);
+        if mode_target.is_none() && network_target.is_none() {
+            return Ok(Grant::default());
+        }
+        if let Some(target) = mode_target
+            && target <= effective
+        {
             return Err(ToolOutput::error(texts::not_wider(target, effective)));
         }
+        if let Some(target) = network_target
+            && target <= effective_network
+        {
+            return Err(ToolOutput::error(network_texts::not_wider(
+                target,
+                effective_network,
+            )));
+        }
+        // Nothing confines a danger-full-access run, its network included:
+        // the user is asked for that mode alone, which already means
+        // `allow`, rather than shown a network the run would not keep.
+        let network_target =
+            network_target.filter(|_| mode_target != Some(SandboxMode::DangerFullAccess));
+        let target = mode_target.unwrap_or(effective);
+        let refusals = Refusals {
+            mode: target,
+            network: network_target.map(|network| Widening {
+                mode: mode_target,
+                network,
+            }),
+        };
         let reason = match args.justification.as_deref().map(str::trim) {
             Some(r) if !r.is_empty() => r.to_owned(),
-            _ => return Err(ToolOutput::error(texts::MISSING_JUSTIFICATION)),
+            _ => return Err(ToolOutput::error(refusals.missing_justification())),
         };
         let Some(approval) = &self.approval else {
-            return Err(ToolOutput::error(texts::no_approval_service(target)));
+            return Err(ToolOutput::error(refusals.no_approval_service()));
         };
         let Some(session) = &ctx.session else {
-            return Err(ToolOutput::error(texts::no_session(target)));
+            return Err(ToolOutput::error(refusals.no_session()));
         };
         let request = ApprovalRequest {
             session: session.id().clone(),
@@ -113,22 +365,80 @@ impl EscalationGate {
             call_id: ctx.call_id.clone(),
             reason,
             target,
+            network: network_target,
             subject: subject.to_owned(),
         };
         // An ask that cannot be recorded is not an ask: fail closed.
         let outcome = approval
             .ask(session, &request)
             .await
-            .map_err(|e| ToolOutput::error(format!("{}: {e}", texts::cancelled(target))))?;
+            .map_err(|e| ToolOutput::error(format!("{}: {e}", refusals.cancelled())))?;
         match outcome {
-            ApprovalOutcome::AllowedOnce => Ok(Some(target)),
-            ApprovalOutcome::Rejected => Err(ToolOutput::error(format!(
-                "{}\n{}",
-                texts::rejected(target),
-                texts::REJECTED_NO_REASK
-            ))),
-            ApprovalOutcome::Cancelled => Err(ToolOutput::error(texts::cancelled(target))),
-            ApprovalOutcome::Unavailable => Err(ToolOutput::error(texts::unavailable(target))),
+            ApprovalOutcome::AllowedOnce => Ok(Grant {
+                mode: mode_target,
+                network: network_target,
+            }),
+            ApprovalOutcome::Rejected => Err(ToolOutput::error(refusals.rejected())),
+            ApprovalOutcome::Cancelled => Err(ToolOutput::error(refusals.cancelled())),
+            ApprovalOutcome::Unavailable => Err(ToolOutput::error(refusals.unavailable())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::network_texts::*;
+    use super::*;
+
+    #[test]
+    fn every_non_grant_outcome_naming_the_network_has_its_own_text() {
+        let w = Widening {
+            mode: None,
+            network: NetworkMode::Allow,
+        };
+        let both = Widening {
+            mode: Some(SandboxMode::WorkspaceWrite),
+            network: NetworkMode::Allow,
+        };
+        let m = SandboxMode::WorkspaceWrite;
+        let texts = [
+            not_wider(NetworkMode::Allow, NetworkMode::Allow),
+            MISSING_JUSTIFICATION.to_owned(),
+            rejected(w),
+            cancelled(w),
+            unavailable(w),
+            no_approval_service(w),
+            no_session(w),
+            NOT_OFFERED.to_owned(),
+            rejected(both),
+            // and none reads like the file mode's own
+            texts::not_wider(m, m),
+            texts::MISSING_JUSTIFICATION.to_owned(),
+            texts::rejected(m),
+            texts::cancelled(m),
+            texts::unavailable(m),
+            texts::no_approval_service(m),
+            texts::no_session(m),
+            texts::ESCALATION_NOT_OFFERED.to_owned(),
+        ];
+        for (i, a) in texts.iter().enumerate() {
+            for b in &texts[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(w.to_string(), "network \"allow\"");
+        assert_eq!(
+            both.to_string(),
+            "\"workspace-write\" with network \"allow\""
+        );
+    }
+
+    #[test]
+    fn the_hint_names_only_wider_networks() {
+        assert!(escalation_hint(NetworkMode::Allow).is_none());
+        let deny = escalation_hint(NetworkMode::Deny).unwrap_or_default();
+        assert!(deny.contains("`allow-listed`") && deny.contains("`allow`"));
+        let listed = escalation_hint(NetworkMode::AllowListed).unwrap_or_default();
+        assert!(!listed.contains("`allow-listed`") && listed.contains("`allow`"));
     }
 }

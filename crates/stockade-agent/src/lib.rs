@@ -1,6 +1,6 @@
-//! The agent layer: the approval seam, per-session policy resolution, the
-//! bash tool with one approved wider retry, the policy-context message and
-//! permission presets.
+//! The agent layer: the approval seam, per-session policy resolution (file
+//! mode and network), the bash tool with one approved wider retry, the
+//! policy-context message and permission presets.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -16,8 +16,8 @@ pub mod tools;
 
 pub use approval::{Answerer, ApprovalRequest, ApprovalService, Fixed, RejectMatching};
 pub use context::PolicyContext;
-pub use escalation::EscalationGate;
-pub use policy::PolicyService;
+pub use escalation::{EscalationGate, Grant, NetworkTarget};
+pub use policy::{NetworkSource, PolicyService};
 pub use presets::{Preset, PresetError, PresetService};
 pub use tool::{Tool, ToolContext, ToolOutput};
 pub use tools::bash::BashTool;

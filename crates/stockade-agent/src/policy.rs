@@ -1,11 +1,12 @@
 //! Per-call policy resolution: explicit escalation > session override >
-//! configured default for the mode; the session header's cwd > configured
-//! fallback root for the workspace root. The deployment's file policy rides
-//! every resolved policy, whichever of those chose the mode.
+//! configured default, for the file mode and for the network alike; the
+//! session header's cwd > configured fallback root for the workspace root.
+//! The deployment's file policy and allowed hosts ride every resolved
+//! policy, whichever of those chose the modes.
 
 use std::path::PathBuf;
 
-use stockade_core::{ExecutionPolicy, FilePolicy, SandboxMode};
+use stockade_core::{ExecutionPolicy, FilePolicy, NetworkMode, NetworkPolicy, SandboxMode, net};
 use stockade_session::Session;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +14,22 @@ pub struct PolicyService {
     default_mode: SandboxMode,
     fallback_root: PathBuf,
     files: FilePolicy,
+    /// `[policy] network`; `None` follows the file mode
+    /// ([`NetworkMode::default_for`]).
+    default_network: Option<NetworkMode>,
+    allowed_hosts: Vec<String>,
+}
+
+/// Why a call runs under the network mode it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkSource {
+    /// The file mode is `danger-full-access`: nothing is confined, so
+    /// neither is the network, whatever the knob says.
+    Unconfined,
+    /// The session's `sandbox/network` override.
+    Session,
+    /// `[policy] network`, or the file mode's default when that is not set.
+    Default,
 }
 
 impl PolicyService {
@@ -21,6 +38,8 @@ impl PolicyService {
             default_mode,
             fallback_root: fallback_root.into(),
             files: FilePolicy::default(),
+            default_network: None,
+            allowed_hosts: net::default_allowed_hosts(),
         }
     }
 
@@ -30,8 +49,33 @@ impl PolicyService {
         self
     }
 
+    /// The same service with `network` as the configured default network
+    /// mode (`None`: the default that goes with the file mode).
+    pub fn with_default_network(mut self, network: Option<NetworkMode>) -> Self {
+        self.default_network = network;
+        self
+    }
+
+    /// The same service letting `hosts` through under `allow-listed`. The
+    /// patterns are the caller's to validate (`net::parse_hosts`), once,
+    /// where they are read.
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = hosts;
+        self
+    }
+
     pub fn default_mode(&self) -> SandboxMode {
         self.default_mode
+    }
+
+    /// `[policy] network` as configured (`None`: it follows the file mode).
+    pub fn configured_network(&self) -> Option<NetworkMode> {
+        self.default_network
+    }
+
+    /// The hosts `allow-listed` lets through.
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.allowed_hosts
     }
 
     /// The deployment's file policy (extra roots, deny-read, read-only).
@@ -44,20 +88,72 @@ impl PolicyService {
         session.map_or(self.default_mode, |s| s.sandbox_mode(self.default_mode))
     }
 
+    /// The network default under file mode `mode`: the configured one,
+    /// else the one that goes with the mode. `danger-full-access` is always
+    /// `allow`.
+    pub fn default_network(&self, mode: SandboxMode) -> NetworkMode {
+        match mode {
+            SandboxMode::DangerFullAccess => NetworkMode::Allow,
+            _ => self
+                .default_network
+                .unwrap_or(NetworkMode::default_for(mode)),
+        }
+    }
+
+    /// The network mode a call gets without an escalation, and why.
+    pub fn effective_network_with_source(
+        &self,
+        session: Option<&Session>,
+    ) -> (NetworkMode, NetworkSource) {
+        let mode = self.effective_mode(session);
+        if mode == SandboxMode::DangerFullAccess {
+            return (NetworkMode::Allow, NetworkSource::Unconfined);
+        }
+        match session.and_then(Session::network_override) {
+            Some(n) => (n, NetworkSource::Session),
+            None => (self.default_network(mode), NetworkSource::Default),
+        }
+    }
+
+    /// The network mode a call gets without an escalation.
+    pub fn effective_network(&self, session: Option<&Session>) -> NetworkMode {
+        self.effective_network_with_source(session).0
+    }
+
     pub fn workspace_root(&self, session: Option<&Session>) -> PathBuf {
         session.map_or_else(|| self.fallback_root.clone(), |s| s.header().cwd.clone())
     }
 
-    /// The complete policy stamped onto one call.
+    /// The complete policy stamped onto one call whose network is not
+    /// widened.
     pub fn resolve(
         &self,
         session: Option<&Session>,
         granted: Option<SandboxMode>,
     ) -> ExecutionPolicy {
-        ExecutionPolicy::new(
-            granted.unwrap_or_else(|| self.effective_mode(session)),
-            self.workspace_root(session),
-        )
-        .with_files(self.files.clone())
+        self.resolve_with_network(session, granted, None)
+    }
+
+    /// The complete policy stamped onto one call: `granted` and
+    /// `granted_network` are what the user allowed for this call only.
+    ///
+    /// A granted file mode does not move the network: the user approved a
+    /// file mode, not a wider network, so without `granted_network` the call
+    /// keeps the session's. Only `danger-full-access` (granted or not)
+    /// means `allow`, because nothing confines that run at all.
+    pub fn resolve_with_network(
+        &self,
+        session: Option<&Session>,
+        granted: Option<SandboxMode>,
+        granted_network: Option<NetworkMode>,
+    ) -> ExecutionPolicy {
+        let mode = granted.unwrap_or_else(|| self.effective_mode(session));
+        let network = match mode {
+            SandboxMode::DangerFullAccess => NetworkMode::Allow,
+            _ => granted_network.unwrap_or_else(|| self.effective_network(session)),
+        };
+        ExecutionPolicy::new(mode, self.workspace_root(session))
+            .with_files(self.files.clone())
+            .with_network(NetworkPolicy::new(network, self.allowed_hosts.clone()))
     }
 }

@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use stockade_agent::escalation::network_texts::{self, Widening};
 use stockade_agent::{
     Answerer, ApprovalRequest, ApprovalService, BashTool, EscalationGate, Fixed, PolicyContext,
     PolicyService, PresetService, RejectMatching, Tool, ToolContext, ToolOutput,
 };
-use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_session::{Event, KnobSource, Session};
 use stockade_shell::{BoxFuture, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
@@ -148,6 +149,10 @@ fn the_schema_has_escalation_fields_exactly_when_the_executor_confines() {
         confined.bash.schema()["properties"]["sandbox_permissions"]["enum"]
             == json!(["workspace-write", "danger-full-access"])
     );
+    assert!(
+        confined.bash.schema()["properties"]["network"]["enum"] == json!(["allow-listed", "allow"])
+    );
+    assert!(schema["properties"].get("network").is_none());
 }
 
 #[tokio::test]
@@ -679,7 +684,7 @@ fn presets_write_through_only_what_changes_and_read_back() {
     let e = presets.select(&s, "yolo").unwrap_err();
     assert_eq!(
         e.to_string(),
-        "unknown preset \"yolo\": expected one of workspace-write, danger-full-access"
+        "unknown preset \"yolo\": expected one of read-only, workspace-write, danger-full-access"
     );
     let knobs: Vec<String> = s.with_records(|r| {
         r.iter()
@@ -787,6 +792,14 @@ async fn two_sessions_in_one_process_never_mix() {
 #[tokio::test]
 async fn the_model_facing_texts_are_pinned() {
     let m = SandboxMode::WorkspaceWrite;
+    let net = Widening {
+        mode: None,
+        network: NetworkMode::Allow,
+    };
+    let both = Widening {
+        mode: Some(m),
+        network: NetworkMode::AllowListed,
+    };
     let all = [
         (
             "denial_marker(read-only)",
@@ -813,6 +826,40 @@ async fn the_model_facing_texts_are_pinned() {
             "ESCALATION_NOT_OFFERED",
             texts::ESCALATION_NOT_OFFERED.to_owned(),
         ),
+        (
+            "network_denial_marker(crates.io, deny)",
+            texts::network_denial_marker(Some("crates.io"), NetworkMode::Deny),
+        ),
+        (
+            "NETWORK_DENIAL_INSTRUCTION",
+            texts::NETWORK_DENIAL_INSTRUCTION.to_owned(),
+        ),
+        (
+            "network escalation_hint(deny)",
+            network_texts::escalation_hint(NetworkMode::Deny).unwrap(),
+        ),
+        (
+            "network escalation_hint(allow-listed)",
+            network_texts::escalation_hint(NetworkMode::AllowListed).unwrap(),
+        ),
+        (
+            "network not_wider",
+            network_texts::not_wider(NetworkMode::AllowListed, NetworkMode::Allow),
+        ),
+        (
+            "network MISSING_JUSTIFICATION",
+            network_texts::MISSING_JUSTIFICATION.to_owned(),
+        ),
+        ("network rejected", network_texts::rejected(net)),
+        ("network rejected (both)", network_texts::rejected(both)),
+        ("network cancelled", network_texts::cancelled(net)),
+        ("network unavailable", network_texts::unavailable(net)),
+        (
+            "network no_approval_service",
+            network_texts::no_approval_service(net),
+        ),
+        ("network no_session", network_texts::no_session(net)),
+        ("network NOT_OFFERED", network_texts::NOT_OFFERED.to_owned()),
     ];
     let text: Vec<String> = all.iter().map(|(k, v)| format!("{k}:\n{v}")).collect();
     insta::assert_snapshot!("model_facing_texts", text.join("\n\n"));

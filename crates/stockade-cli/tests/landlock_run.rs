@@ -1553,7 +1553,10 @@ fn net_port_allows_only_that_port_and_net_deny_nothing() {
     }
     let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let (pa, pb) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+    let (pa, pb) = (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    );
     let script = format!("import sys; sys.argv[1:] = ['{pa}', '{pb}']\n{NET_SCRIPT}");
     // The control: without a network option everything connects.
     let host = net_probe(&[], &script);
@@ -1570,7 +1573,9 @@ fn net_port_allows_only_that_port_and_net_deny_nothing() {
     let lines: Vec<&str> = deny.lines().collect();
     assert_eq!(
         lines,
-        ["refused", "refused", "refused", "refused", "refused", "refused"],
+        [
+            "refused", "refused", "refused", "refused", "refused", "refused"
+        ],
         "{deny}"
     );
 }

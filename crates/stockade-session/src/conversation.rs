@@ -64,6 +64,7 @@ pub fn conversation(records: &[Record]) -> Vec<Cow<'_, Event>> {
             Event::ApprovalAsked { .. }
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }
+            | Event::SandboxNetwork { .. }
             | Event::ApprovalPolicy { .. } => out.push(Cow::Borrowed(&record.event)),
         }
     }

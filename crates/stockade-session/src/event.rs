@@ -1,5 +1,5 @@
 use serde::{Deserialize, Serialize};
-use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 
 use crate::SessionId;
 
@@ -77,6 +77,10 @@ pub enum Event {
         tool: String,
         reason: String,
         target: SandboxMode,
+        /// The network the call would run under, when the request widened
+        /// it; absent when only the file mode was asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<NetworkMode>,
     },
     #[serde(rename = "approval/decided")]
     ApprovalDecided {
@@ -88,6 +92,12 @@ pub enum Event {
     #[serde(rename = "sandbox/mode")]
     SandboxMode {
         mode: SandboxMode,
+        source: KnobSource,
+    },
+    /// The network knob. The last one is the session's override.
+    #[serde(rename = "sandbox/network")]
+    SandboxNetwork {
+        mode: NetworkMode,
         source: KnobSource,
     },
     /// The approval knob. The last one is the session's override.
@@ -108,6 +118,7 @@ impl Event {
             Event::ApprovalAsked { .. } => "approval/asked",
             Event::ApprovalDecided { .. } => "approval/decided",
             Event::SandboxMode { .. } => "sandbox/mode",
+            Event::SandboxNetwork { .. } => "sandbox/network",
             Event::ApprovalPolicy { .. } => "approval/policy",
         }
     }
@@ -181,6 +192,16 @@ pub(crate) fn every_event() -> Vec<Event> {
             tool: "bash".into(),
             reason: "needs to write".into(),
             target: *target,
+            network: None,
+        });
+    }
+    for network in NetworkMode::ALL {
+        events.push(Event::ApprovalAsked {
+            call_id: "call-4".into(),
+            tool: "bash".into(),
+            reason: "needs a registry".into(),
+            target: SandboxMode::WorkspaceWrite,
+            network: Some(*network),
         });
     }
     for outcome in ApprovalOutcome::ALL {
@@ -206,6 +227,10 @@ pub(crate) fn every_event() -> Vec<Event> {
         });
         events.push(Event::ApprovalPolicy {
             policy: ApprovalPolicy::ALL[i % ApprovalPolicy::ALL.len()],
+            source: source.clone(),
+        });
+        events.push(Event::SandboxNetwork {
+            mode: NetworkMode::ALL[i % NetworkMode::ALL.len()],
             source: source.clone(),
         });
     }
@@ -261,6 +286,36 @@ mod tests {
                        "source": {"kind": "preset", "name": "danger-full-access"}}),
             ),
             (
+                Event::SandboxNetwork {
+                    mode: NetworkMode::AllowListed,
+                    source: KnobSource::Preset {
+                        name: "workspace-write".into(),
+                    },
+                },
+                json!({"type": "sandbox/network", "mode": "allow-listed",
+                       "source": {"kind": "preset", "name": "workspace-write"}}),
+            ),
+            (
+                Event::ApprovalAsked {
+                    call_id: "c".into(),
+                    tool: "bash".into(),
+                    reason: "r".into(),
+                    target: SandboxMode::ReadOnly,
+                    network: None,
+                },
+                json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only"}),
+            ),
+            (
+                Event::ApprovalAsked {
+                    call_id: "c".into(),
+                    tool: "bash".into(),
+                    reason: "r".into(),
+                    target: SandboxMode::ReadOnly,
+                    network: Some(NetworkMode::Allow),
+                },
+                json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only", "network": "allow"}),
+            ),
+            (
                 Event::ApprovalDecided {
                     call_id: "c".into(),
                     tool: "bash".into(),
@@ -314,6 +369,24 @@ mod tests {
         assert!(
             err.to_string().contains("expected one of ask, never"),
             "{err}"
+        );
+        for bad in ["none", "Allow", "allow-list", "full"] {
+            let err = serde_json::from_value::<Event>(json!({
+                "type": "sandbox/network", "mode": bad, "source": {"kind": "user"}
+            }))
+            .unwrap_err();
+            assert!(
+                err.to_string().contains("invalid network mode")
+                    && err
+                        .to_string()
+                        .contains("expected one of deny, allow-listed, allow"),
+                "{err}"
+            );
+        }
+        assert!(
+            serde_json::from_value::<Event>(json!({"type": "sandbox/network", "mode": "deny"}))
+                .is_err(),
+            "a knob event without its source is refused"
         );
         assert!(
             serde_json::from_value::<Event>(json!({"type": "sandbox/nope", "mode": "read-only"}))

@@ -2,7 +2,7 @@
 //! over its own event and nothing else, so the log stays the only store and a
 //! resumed session folds to exactly what it had.
 
-use stockade_core::{ApprovalPolicy, SandboxMode};
+use stockade_core::{ApprovalPolicy, NetworkMode, SandboxMode};
 
 use crate::{Event, Record};
 
@@ -10,6 +10,14 @@ use crate::{Event, Record};
 pub fn sandbox_override(records: &[Record]) -> Option<SandboxMode> {
     records.iter().rev().find_map(|r| match r.event {
         Event::SandboxMode { mode, .. } => Some(mode),
+        _ => None,
+    })
+}
+
+/// The value of the last `sandbox/network` event, if any.
+pub fn network_override(records: &[Record]) -> Option<NetworkMode> {
+    records.iter().rev().find_map(|r| match r.event {
+        Event::SandboxNetwork { mode, .. } => Some(mode),
         _ => None,
     })
 }
@@ -48,6 +56,7 @@ mod tests {
         }]);
         assert_eq!(sandbox_override(&rs), None);
         assert_eq!(approval_override(&rs), None);
+        assert_eq!(network_override(&rs), None);
         assert_eq!(sandbox_override(&[]), None);
     }
 
@@ -62,9 +71,17 @@ mod tests {
                 policy: ApprovalPolicy::Never,
                 source: KnobSource::User,
             },
+            Event::SandboxNetwork {
+                mode: NetworkMode::Allow,
+                source: KnobSource::User,
+            },
             Event::SandboxMode {
                 mode: SandboxMode::ReadOnly,
                 source: KnobSource::Config,
+            },
+            Event::SandboxNetwork {
+                mode: NetworkMode::Deny,
+                source: KnobSource::User,
             },
             Event::Message {
                 role: Role::User,
@@ -74,5 +91,6 @@ mod tests {
         ]);
         assert_eq!(sandbox_override(&rs), Some(SandboxMode::ReadOnly));
         assert_eq!(approval_override(&rs), Some(ApprovalPolicy::Never));
+        assert_eq!(network_override(&rs), Some(NetworkMode::Deny));
     }
 }

@@ -1,10 +1,11 @@
 //! The session log: one append-only JSON Lines file per session, and the
 //! session's state folded from it.
 //!
-//! The log IS the store. A session's sandbox mode and approval policy are not
-//! kept anywhere else: each knob is the last `sandbox/mode` (resp.
-//! `approval/policy`) event, else the default the caller passes at the time of
-//! the question ([`Session::sandbox_mode`]). So a resumed session keeps its
+//! The log IS the store. A session's sandbox mode, network mode and approval
+//! policy are not kept anywhere else: each knob is the last `sandbox/mode`
+//! (resp. `sandbox/network`, `approval/policy`) event, else the default the
+//! caller passes at the time of the question ([`Session::sandbox_mode`]).
+//! So a resumed session keeps its
 //! overrides with no catch-up state, and a default changed while the process
 //! was down takes effect on resume. A switch is its event
 //! ([`Session::set_sandbox_mode`]); nothing else changes policy.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use stockade_core::{ApprovalPolicy, SandboxMode};
+use stockade_core::{ApprovalPolicy, NetworkMode, SandboxMode};
 
 use crate::header::HeaderLine;
 use crate::replay::{ReplayError, replay};
@@ -53,7 +53,8 @@ impl SessionStore {
     }
 
     /// A child session seeded with the parent's explicit overrides (the last
-    /// `sandbox/mode` and `approval/policy` events, if any), appended as events
+    /// `sandbox/mode`, `sandbox/network` and `approval/policy` events, if
+    /// any), appended as events
     /// with [`KnobSource::Delegated`], so delegation never falls back to a
     /// wider default. A knob the parent never set is not seeded: the child
     /// folds to the same default the parent does. The header and the seeded
@@ -70,6 +71,12 @@ impl SessionStore {
             let mut seeds = Vec::new();
             if let Some(mode) = knobs::sandbox_override(records) {
                 seeds.push(Event::SandboxMode {
+                    mode,
+                    source: source.clone(),
+                });
+            }
+            if let Some(mode) = knobs::network_override(records) {
+                seeds.push(Event::SandboxNetwork {
                     mode,
                     source: source.clone(),
                 });
@@ -483,6 +490,23 @@ impl Session {
         source: KnobSource,
     ) -> Result<Record, SessionError> {
         self.append(Event::SandboxMode { mode, source })
+    }
+
+    /// The last `sandbox/network` event's value, if any. There is no
+    /// `network_mode(default)` here: the default depends on the file mode
+    /// (and `danger-full-access` overrides everything), which only the
+    /// policy layer knows.
+    pub fn network_override(&self) -> Option<NetworkMode> {
+        self.with_records(knobs::network_override)
+    }
+
+    /// THE way to change the network mode: the switch is its event.
+    pub fn set_network_mode(
+        &self,
+        mode: NetworkMode,
+        source: KnobSource,
+    ) -> Result<Record, SessionError> {
+        self.append(Event::SandboxNetwork { mode, source })
     }
 
     /// The last `approval/policy` event's value, if any.

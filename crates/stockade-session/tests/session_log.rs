@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
 
-use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 use stockade_session::{
     Event, KnobSource, Record, Role, Session, SessionError, SessionHeader, SessionId, SessionStore,
     ToolCall, TornTail,
@@ -84,6 +84,16 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             tool: "bash".into(),
             reason: "write the build dir".into(),
             target: *target,
+            network: None,
+        });
+    }
+    for network in NetworkMode::ALL {
+        events.push(Event::ApprovalAsked {
+            call_id: "c4".into(),
+            tool: "bash".into(),
+            reason: "fetch the crates".into(),
+            target: SandboxMode::WorkspaceWrite,
+            network: Some(*network),
         });
     }
     for outcome in ApprovalOutcome::ALL {
@@ -107,6 +117,10 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
     for (i, source) in sources.into_iter().enumerate() {
         events.push(Event::SandboxMode {
             mode: SandboxMode::ALL[i % 3],
+            source: source.clone(),
+        });
+        events.push(Event::SandboxNetwork {
+            mode: NetworkMode::ALL[i % 3],
             source: source.clone(),
         });
         events.push(Event::ApprovalPolicy {
@@ -487,6 +501,100 @@ fn a_resumed_session_keeps_its_overrides_and_their_sources() {
         session.approval_policy(ApprovalPolicy::Ask),
         ApprovalPolicy::Never
     );
+}
+
+#[test]
+fn the_network_knob_folds_from_its_own_events_and_survives_resume() {
+    let (_tmp, store) = store();
+    let session = store.create("/w").unwrap();
+    assert_eq!(session.network_override(), None);
+    let r = session
+        .set_network_mode(NetworkMode::Allow, KnobSource::User)
+        .unwrap();
+    assert_eq!(
+        r.event,
+        Event::SandboxNetwork {
+            mode: NetworkMode::Allow,
+            source: KnobSource::User
+        }
+    );
+    session
+        .set_network_mode(
+            NetworkMode::Deny,
+            KnobSource::Preset {
+                name: "read-only".into(),
+            },
+        )
+        .unwrap();
+    // The other knobs neither move it nor are moved by it.
+    session
+        .set_sandbox_mode(SandboxMode::WorkspaceWrite, KnobSource::User)
+        .unwrap();
+    assert_eq!(session.network_override(), Some(NetworkMode::Deny));
+    assert_eq!(
+        session.sandbox_override(),
+        Some(SandboxMode::WorkspaceWrite)
+    );
+    assert_eq!(session.approval_override(), None);
+    let text = fs::read_to_string(session.path()).unwrap();
+    assert!(
+        text.contains(r#"{"type":"sandbox/network","mode":"deny","source":{"kind":"preset","name":"read-only"}}"#),
+        "{text}"
+    );
+
+    let records = session.records();
+    let session = reopen(&store, session);
+    assert_eq!(session.records(), records);
+    assert_eq!(session.network_override(), Some(NetworkMode::Deny));
+}
+
+#[test]
+fn a_network_event_outside_the_vocabulary_is_an_error_naming_the_line() {
+    let (_tmp, store) = store();
+    let session = store.create("/w").unwrap();
+    session
+        .set_network_mode(NetworkMode::Deny, KnobSource::User)
+        .unwrap();
+    let (id, path) = (session.id().clone(), session.path().to_path_buf());
+    drop(session);
+    append_raw(
+        &path,
+        br#"{"seq":2,"at_unix_ms":0,"event":{"type":"sandbox/network","mode":"open","source":{"kind":"user"}}}
+{"seq":3,"at_unix_ms":0,"event":{"type":"message","role":"user","content":"after"}}
+"#,
+    );
+    let err = store.open(&id).unwrap_err();
+    assert!(
+        matches!(&err, SessionError::Corrupt { line: 3, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("expected one of deny, allow-listed, allow"),
+        "{err}"
+    );
+}
+
+#[test]
+fn delegation_seeds_the_network_override_too() {
+    let (_tmp, store) = store();
+    let parent = store.create("/p").unwrap();
+    parent
+        .set_network_mode(NetworkMode::Deny, KnobSource::User)
+        .unwrap();
+    let child = store.create_child(&parent, "/c").unwrap();
+    let events: Vec<Event> = child.records().into_iter().map(|r| r.event).collect();
+    assert_eq!(
+        events,
+        [Event::SandboxNetwork {
+            mode: NetworkMode::Deny,
+            source: KnobSource::Delegated {
+                parent: parent.id().clone()
+            }
+        }]
+    );
+    let child = reopen(&store, child);
+    assert_eq!(child.network_override(), Some(NetworkMode::Deny));
 }
 
 #[test]

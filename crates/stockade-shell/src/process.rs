@@ -621,7 +621,11 @@ impl Running {
             };
             let (refused, hosts) = s.scanner.network();
             let net_seen = (refused, hosts.to_vec());
-            (s.stdout.snapshot(), s.stderr.snapshot(), (verdict, net_seen))
+            (
+                s.stdout.snapshot(),
+                s.stderr.snapshot(),
+                (verdict, net_seen),
+            )
         };
         let (verdict, (net_refused, mut net_hosts)) = verdict;
         let (file_denied, denied_paths, runner_failure) = match verdict {

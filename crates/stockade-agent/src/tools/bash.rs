@@ -2,15 +2,18 @@
 //! approved wider retry when the mounted executor confines.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use stockade_core::texts;
+use stockade_core::{NetworkMode, texts};
 use stockade_session::SessionId;
 use stockade_shell::{BoxFuture, JobHandle, ShellError, ShellExecutor, ShellRequest};
 
-use crate::escalation::{self, EscalationArgs, EscalationGate, EscalationTarget};
+use crate::escalation::{
+    self, EscalationArgs, EscalationGate, EscalationTarget, Grant, NetworkTarget, network_texts,
+};
 use crate::policy::PolicyService;
 use crate::tool::{Tool, ToolContext, ToolOutput};
 use crate::tools::render;
@@ -27,6 +30,7 @@ struct BashArgs {
     #[serde(default)]
     run_in_background: bool,
     sandbox_permissions: Option<EscalationTarget>,
+    network: Option<NetworkTarget>,
     justification: Option<String>,
 }
 
@@ -34,7 +38,7 @@ struct BashArgs {
 pub(crate) struct Job {
     pub session: Option<SessionId>,
     pub handle: JobHandle,
-    pub granted: Option<stockade_core::SandboxMode>,
+    pub granted: Grant,
 }
 
 pub(crate) type Jobs = Arc<Mutex<HashMap<u64, Job>>>;
@@ -87,21 +91,35 @@ impl BashTool {
         if !offered && (args.sandbox_permissions.is_some() || args.justification.is_some()) {
             return ToolOutput::error(texts::ESCALATION_NOT_OFFERED);
         }
+        if !offered && args.network.is_some() {
+            return ToolOutput::error(network_texts::NOT_OFFERED);
+        }
         let session = ctx.session.as_ref();
         let effective = self.policy.effective_mode(session);
+        let effective_network = self.policy.effective_network(session);
         let escalation = EscalationArgs {
             sandbox_permissions: args.sandbox_permissions,
             justification: args.justification.clone(),
         };
         let granted = match self
             .gate
-            .decide(ctx, self.name(), &args.command, &escalation, effective)
+            .decide_with_network(
+                ctx,
+                self.name(),
+                &args.command,
+                &escalation,
+                args.network,
+                effective,
+                effective_network,
+            )
             .await
         {
             Ok(g) => g,
             Err(refused) => return refused,
         };
-        let policy = self.policy.resolve(session, granted);
+        let policy = self
+            .policy
+            .resolve_with_network(session, granted.mode, granted.network);
         let workdir = match &args.workdir {
             Some(w) if w.is_absolute() => w.clone(),
             Some(w) => policy.workspace_root.join(w),
@@ -165,6 +183,11 @@ impl Tool for BashTool {
         );
         if self.executor.confines() {
             d.push_str(" If a denied command is needed, retry the same command once with `sandbox_permissions` (the narrowest mode that suffices) and a `justification`; the user approves or rejects that single retry.");
+            let _ = write!(
+                d,
+                " The network is confined too (the policy message says how): a refused connection is marked like \"{}\". If the task needs that connection, retry the same command once with `network` (the narrowest that suffices) and a `justification`, the same way.",
+                texts::network_denial_marker(Some("example.com"), NetworkMode::Deny)
+            );
         } else {
             d = String::from("Run a bash command (not sandboxed in this deployment).");
         }
@@ -179,7 +202,7 @@ impl Tool for BashTool {
             "timeout_ms": { "type": "integer", "minimum": 1, "description": "Kill the command (and everything it started) after this many milliseconds." },
             "run_in_background": { "type": "boolean", "description": "Start the command and return at once; read its output with job_output." }
         });
-        escalation::object_schema(props, &["command", "description"], self.executor.confines())
+        escalation::command_schema(props, &["command", "description"], self.executor.confines())
     }
 
     fn call<'a>(
