@@ -311,3 +311,53 @@ fn the_network_defaults_follow_the_mode_and_bad_values_exit_2() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
     }
 }
+
+/// `--ask` after a refused connection offers network `allow` for one retry
+/// on the terminal (util-linux `script` gives it one); no means nothing.
+#[test]
+fn ask_offers_one_retry_with_the_network_allowed() {
+    if !tools() {
+        return;
+    }
+    for backend in backends() {
+        for (answer, want_hits) in [("y\n", 1), ("n\n", 0)] {
+            let s = scratch(Who::Me);
+            let srv = server();
+            let cmd = format!(
+                "{} exec --backend {backend} --mode workspace-write --network deny --ask -- curl -sS -m 5 http://127.0.0.1:{}/",
+                env!("CARGO_BIN_EXE_stockade"),
+                srv.port
+            );
+            let mut child = Command::new("script")
+                .args(["-qec", &cmd, "/dev/null"])
+                .env("XDG_RUNTIME_DIR", &s.state)
+                .current_dir(&s.ws)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(answer.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.contains("[sandbox: network access to 127.0.0.1 denied under deny network]"),
+                "{backend}: {text}"
+            );
+            assert!(
+                text.contains("retry this command once with network allow? [y/N]"),
+                "{backend}: {text}"
+            );
+            assert_eq!(
+                srv.hits.load(Ordering::SeqCst),
+                want_hits,
+                "{backend} {answer:?}: {text}"
+            );
+        }
+    }
+}
