@@ -43,24 +43,13 @@ fn escalation_script() -> Vec<ScriptedReply> {
 /// Initialize, open a session in the workspace, send one prompt: the stop
 /// reason.
 async fn one_prompt(w: &World, setup: &Setup, answer: Answer, seen: &Arc<Seen>) -> StopReason {
-    let ws = w.ws.clone();
-    run(w.server(setup), answer, seen.clone(), async move |cx| {
-        let init = cx
-            .send_request(InitializeRequest::new(ProtocolVersion::V1))
-            .block_task()
-            .await?;
-        assert_eq!(init.protocol_version, ProtocolVersion::V1);
-        assert!(init.agent_capabilities.load_session);
-        let s = cx
-            .send_request(NewSessionRequest::new(&ws))
-            .block_task()
-            .await?;
-        let r = cx
-            .send_request(prompt(&s.session_id, "create the marker file"))
-            .block_task()
-            .await?;
-        Ok(r.stop_reason)
-    })
+    common::one_prompt(
+        w,
+        w.server(setup),
+        answer,
+        seen.clone(),
+        "create the marker file",
+    )
     .await
 }
 

@@ -14,11 +14,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest, StopReason};
-use common::{
-    Answer, Binary, Seen, Setup, World, call, last_content, policy_messages, prompt, run, say,
-};
+use agent_client_protocol::v1::schema::StopReason;
+use common::{Answer, Binary, Seen, Setup, World, call, last_content, policy_messages, say};
 use serde_json::json;
 use stockade_core::{SandboxMode, texts};
 
@@ -66,27 +63,8 @@ fn bash(id: &str, command: &str) -> stockade_agent::model::scripted::ScriptedRep
 
 /// One session in the workspace, one prompt: the stop reason.
 async fn one_prompt(w: &World, server: Binary) -> StopReason {
-    let ws = w.ws.clone();
-    run(
-        server,
-        Answer::Reject,
-        Arc::new(Seen::default()),
-        async move |cx| {
-            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                .block_task()
-                .await?;
-            let s = cx
-                .send_request(NewSessionRequest::new(&ws))
-                .block_task()
-                .await?;
-            Ok(cx
-                .send_request(prompt(&s.session_id, "use the shared directory"))
-                .block_task()
-                .await?
-                .stop_reason)
-        },
-    )
-    .await
+    let seen = Arc::new(Seen::default());
+    common::one_prompt(w, server, Answer::Reject, seen, "use the shared directory").await
 }
 
 struct Dirs {

@@ -6,14 +6,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_client_protocol::schema::ProtocolVersion;
-use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest, StopReason};
-use common::{Answer, Seen, Setup, World, call, prompt, run, say};
+use agent_client_protocol::v1::schema::StopReason;
+use common::{Answer, Seen, Setup, World, call, say};
 use serde_json::json;
 use stockade_core::{NetworkMode, texts};
 
@@ -22,25 +18,6 @@ const READ_ONLY_ASK: Setup = Setup {
     approval: Some("ask"),
     presets: false,
 };
-
-/// Accepts on 127.0.0.1, answers `ok`, counts connections.
-fn listener() -> (u16, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut c) = conn else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            let mut buf = [0u8; 1024];
-            let _ = c.read(&mut buf);
-            let _ =
-                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-        }
-    });
-    (port, hits)
-}
 
 fn fetch(port: u16) -> serde_json::Value {
     json!({
@@ -58,7 +35,8 @@ async fn an_approved_network_retry_reaches_out_once_and_only_once() {
     if !stockade_testkit::require("curl", curl) {
         return;
     }
-    let (port, hits) = listener();
+    let srv = stockade_testkit::http::ok_server();
+    let port = srv.port;
     let mut widened = fetch(port);
     widened["network"] = json!("allow");
     widened["justification"] = json!("the task needs the local service");
@@ -72,30 +50,17 @@ async fn an_approved_network_retry_reaches_out_once_and_only_once() {
         return;
     };
     let seen = Arc::new(Seen::default());
-    let ws = w.ws.clone();
-    let stop = run(
+    let stop = common::one_prompt(
+        &w,
         w.server(&READ_ONLY_ASK),
         Answer::Allow,
         seen.clone(),
-        async move |cx| {
-            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                .block_task()
-                .await?;
-            let s = cx
-                .send_request(NewSessionRequest::new(&ws))
-                .block_task()
-                .await?;
-            let r = cx
-                .send_request(prompt(&s.session_id, "fetch it"))
-                .block_task()
-                .await?;
-            Ok(r.stop_reason)
-        },
+        "fetch it",
     )
     .await;
     assert_eq!(stop, StopReason::EndTurn);
     // Exactly the approved call reached the listener.
-    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(srv.hits(), 1);
     assert_eq!(seen.asks().len(), 1, "only the widened retry is asked");
     let requests = w.model_messages();
     let result = |i: usize| common::last_content(&requests[i]);

@@ -7,13 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 use std::fs;
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use stockade_testkit::users::{Who, users};
 
@@ -37,32 +34,8 @@ fn tools() -> bool {
         && stockade_testkit::require(PY, Path::new(PY).is_file())
 }
 
-/// An HTTP server on 127.0.0.1 outside every sandbox: answers `ok` and
-/// counts the connections it accepted.
-struct Server {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-}
-
-fn server() -> Server {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let h = hits.clone();
-    std::thread::spawn(move || {
-        for conn in l.incoming() {
-            let Ok(mut c) = conn else { continue };
-            h.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let _ = c.read(&mut buf);
-                let _ = c.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                );
-            });
-        }
-    });
-    Server { port, hits }
+fn server() -> stockade_testkit::http::OkServer {
+    stockade_testkit::http::ok_server()
 }
 
 struct Scratch {
@@ -184,7 +157,7 @@ fn deny_refuses_every_way_out_and_allow_is_the_control() {
             // inside listener are the control.
             assert!(words.starts_with("ok ok "), "{who:?} {backend}: {allow}");
             assert_eq!(arrived(&udp), 1, "{who:?} {backend}: the control datagram");
-            let hits_before = srv.hits.load(Ordering::SeqCst);
+            let hits_before = srv.hits();
             let deny = facts(&s.exec(backend, &["--network", "deny"], "", &script));
             let words: Vec<String> = stdout_text(&deny)
                 .split_whitespace()
@@ -203,7 +176,7 @@ fn deny_refuses_every_way_out_and_allow_is_the_control() {
             let inside = if backend == "bwrap" { "ok" } else { "refused" };
             assert_eq!(words[3], inside, "{who:?} {backend}: {deny}");
             assert_eq!(
-                srv.hits.load(Ordering::SeqCst),
+                srv.hits(),
                 hits_before,
                 "{who:?} {backend}: a connection got out"
             );
@@ -244,7 +217,7 @@ fn allow_listed_reaches_listed_hosts_through_the_proxy_only() {
             assert_eq!(ok["sandbox"]["network"], "allow-listed");
             // Another name: refused by the proxy, never connected, and a
             // network denial naming the host.
-            let hits = srv.hits.load(Ordering::SeqCst);
+            let hits = srv.hits();
             for url in ["http://other.test/", "https://other.test/"] {
                 let out = s.exec(backend, &flags, &resolve, &format!("curl -sS -m 10 {url}"));
                 let r = facts(&out);
@@ -256,7 +229,7 @@ fn allow_listed_reaches_listed_hosts_through_the_proxy_only() {
                 assert_eq!(r["sandbox"]["denied"], true);
             }
             assert_eq!(
-                srv.hits.load(Ordering::SeqCst),
+                srv.hits(),
                 hits,
                 "{who:?} {backend}: refused host was reached"
             );
@@ -264,11 +237,7 @@ fn allow_listed_reaches_listed_hosts_through_the_proxy_only() {
             let script = format!("curl --noproxy '*' -sS -m 5 http://127.0.0.1:{}/", srv.port);
             let direct = facts(&s.exec(backend, &flags, &resolve, &script));
             assert_ne!(stdout_text(&direct), "ok", "{who:?} {backend}: {direct}");
-            assert_eq!(
-                srv.hits.load(Ordering::SeqCst),
-                hits,
-                "{who:?} {backend}: direct egress"
-            );
+            assert_eq!(srv.hits(), hits, "{who:?} {backend}: direct egress");
             // The text report carries the marker naming the host.
             let mut c = s.who.command(env!("CARGO_BIN_EXE_stockade"));
             let out = c
@@ -353,11 +322,7 @@ fn ask_offers_one_retry_with_the_network_allowed() {
                 text.contains("retry this command once with network allow? [y/N]"),
                 "{backend}: {text}"
             );
-            assert_eq!(
-                srv.hits.load(Ordering::SeqCst),
-                want_hits,
-                "{backend} {answer:?}: {text}"
-            );
+            assert_eq!(srv.hits(), want_hits, "{backend} {answer:?}: {text}");
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod http;
 #[cfg(unix)]
 pub mod users;
 

@@ -482,6 +482,39 @@ pub async fn client<R>(
         .await
 }
 
+/// Initialize, open one session in the workspace, send one prompt `text`:
+/// the stop reason.
+pub async fn one_prompt(
+    w: &World,
+    server: Binary,
+    answer: Answer,
+    seen: Arc<Seen>,
+    text: &str,
+) -> agent_client_protocol::v1::schema::StopReason {
+    use agent_client_protocol::schema::ProtocolVersion;
+    use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest};
+    let ws = w.ws.clone();
+    let text = text.to_owned();
+    run(server, answer, seen, async move |cx| {
+        let init = cx
+            .send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await?;
+        assert_eq!(init.protocol_version, ProtocolVersion::V1);
+        assert!(init.agent_capabilities.load_session);
+        let s = cx
+            .send_request(NewSessionRequest::new(&ws))
+            .block_task()
+            .await?;
+        Ok(cx
+            .send_request(prompt(&s.session_id, &text))
+            .block_task()
+            .await?
+            .stop_reason)
+    })
+    .await
+}
+
 pub fn prompt(id: &agent_client_protocol::v1::schema::SessionId, text: &str) -> PromptRequest {
     PromptRequest::new(id.clone(), vec![ContentBlock::from(text.to_owned())])
 }
