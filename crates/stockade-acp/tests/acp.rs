@@ -185,18 +185,55 @@ async fn a_rejected_escalation_runs_nothing_and_the_model_is_told() {
     );
 }
 
+/// The client answering `cancelled` ("the prompt turn was cancelled before
+/// the user responded") ends the turn: nothing runs, the model is not
+/// called again, the stop reason is `cancelled`, and the call is recorded
+/// with the cancelled text (the next prompt's request shows it).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_cancelled_permission_request_fails_closed() {
-    let Some(w) = World::new(escalation_script()) else {
+async fn a_cancelled_permission_answer_ends_the_turn() {
+    let mut script = escalation_script();
+    script.truncate(2);
+    script.push(say("next"));
+    let Some(w) = World::new(script) else {
         return;
     };
     let seen = Arc::new(Seen::default());
-    one_prompt(&w, &READ_ONLY_ASK, Answer::Cancel, &seen).await;
+    let ws = w.ws.clone();
+    let stops = run(
+        w.server(&READ_ONLY_ASK),
+        Answer::Cancel,
+        seen.clone(),
+        async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            let s = cx
+                .send_request(NewSessionRequest::new(&ws))
+                .block_task()
+                .await?;
+            let first = cx
+                .send_request(prompt(&s.session_id, "create the marker file"))
+                .block_task()
+                .await?;
+            let second = cx
+                .send_request(prompt(&s.session_id, "and now?"))
+                .block_task()
+                .await?;
+            Ok((first.stop_reason, second.stop_reason))
+        },
+    )
+    .await;
+    assert_eq!(stops, (StopReason::Cancelled, StopReason::EndTurn));
     assert!(!w.ws.join("marker").exists());
-    assert_eq!(
-        last_content(&w.model_messages()[2]),
-        texts::cancelled(SandboxMode::WorkspaceWrite)
-    );
+    let requests = w.model_messages();
+    // Two requests in the first turn (none after the cancelled answer),
+    // one in the second, which replays the cancelled call's result.
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let replayed = serde_json::to_string(&requests[2]).unwrap();
+    let cancelled = serde_json::to_string(&texts::cancelled(SandboxMode::WorkspaceWrite)).unwrap();
+    assert!(replayed.contains(cancelled.trim_matches('"')), "{replayed}");
+    use ToolCallStatus::*;
+    assert_eq!(seen.statuses("call-2"), [Pending, Failed]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use stockade_core::ApprovalOutcome;
 use stockade_session::{Event, Record, Role, Session, SessionError, ToolCall};
 use tokio::sync::watch;
 
@@ -15,6 +16,33 @@ use crate::tool::{Tool, ToolContext, ToolOutput};
 
 /// Marks messages the loop itself wrote (errors, cancellations).
 pub const SOURCE_AGENT: &str = "stockade:agent";
+
+/// The result of a call the turn's cancellation reached before it ran
+/// anything (it was queued, or waiting for the user's answer).
+pub const CANCELLED_BEFORE_IT_RAN: &str = "cancelled before it ran: nothing was run";
+/// The result of a call whose running processes the cancellation killed.
+pub const CANCELLED_KILLED: &str = "cancelled: the tool's processes were killed";
+
+/// How the last approval of `call_id` was decided, if it was asked at all.
+/// `Some(None)`: asked, not (yet) decided.
+fn approval_of(session: &Session, call_id: &str) -> Option<Option<ApprovalOutcome>> {
+    session.with_records(|records| {
+        let mut asked = false;
+        let mut decided = None;
+        for r in records {
+            match &r.event {
+                Event::ApprovalAsked { call_id: c, .. } if c == call_id => asked = true,
+                Event::ApprovalDecided {
+                    call_id: c,
+                    outcome,
+                    ..
+                } if c == call_id => decided = Some(*outcome),
+                _ => {}
+            }
+        }
+        asked.then_some(decided)
+    })
+}
 
 /// What the loop reports while it runs (an editor's UI, a CLI).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,9 +269,13 @@ impl Agent {
                     })
                     .collect(),
             })?;
+            // The user's `cancelled` answer to an approval ends the turn: the
+            // prompt was cancelled before they responded, so neither the
+            // rest of this step nor another model step runs.
+            let mut answered_cancelled = false;
             for call in &turn.tool_calls {
-                let output = if cancel.is_cancelled() {
-                    ToolOutput::error("cancelled before it ran")
+                let output = if cancel.is_cancelled() || answered_cancelled {
+                    ToolOutput::error(CANCELLED_BEFORE_IT_RAN)
                 } else {
                     observer.update(
                         session,
@@ -255,9 +287,21 @@ impl Agent {
                     );
                     tokio::select! {
                         o = self.call_tool(session, call) => o,
-                        _ = cancel.cancelled() => ToolOutput::error("cancelled: the tool's processes were killed"),
+                        _ = cancel.cancelled() => {
+                            // Dropping the call records an open approval as
+                            // cancelled; one that never got an allow ran
+                            // nothing.
+                            let ran = matches!(
+                                approval_of(session, &call.id),
+                                None | Some(Some(ApprovalOutcome::AllowedOnce))
+                            );
+                            ToolOutput::error(if ran { CANCELLED_KILLED } else { CANCELLED_BEFORE_IT_RAN })
+                        }
                     }
                 };
+                if approval_of(session, &call.id) == Some(Some(ApprovalOutcome::Cancelled)) {
+                    answered_cancelled = true;
+                }
                 // Every call gets its result, so the log always replays into
                 // a request the API accepts.
                 session.append(Event::ToolResult {
@@ -275,7 +319,7 @@ impl Agent {
                     },
                 );
             }
-            if cancel.is_cancelled() {
+            if cancel.is_cancelled() || answered_cancelled {
                 return Ok(StopReason::Cancelled);
             }
         }

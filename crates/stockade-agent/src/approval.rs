@@ -133,6 +133,7 @@ impl ApprovalService {
             reason: request.reason.clone(),
             target: request.target,
             network: request.network,
+            subject: Some(request.subject.clone()),
         })?;
         // If the turn is cancelled while the answerers are out, this future
         // is dropped mid-await: the guard still records the decision, so

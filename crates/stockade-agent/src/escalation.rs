@@ -359,6 +359,11 @@ impl EscalationGate {
         let Some(session) = &ctx.session else {
             return Err(ToolOutput::error(refusals.no_session()));
         };
+        // Asked and rejected before, for this very command at this width or
+        // wider: no one is asked again, the answer stands.
+        if session.rejected_before(tool, subject, target, network_target) {
+            return Err(ToolOutput::error(refusals.rejected()));
+        }
         let request = ApprovalRequest {
             session: session.id().clone(),
             tool: tool.to_owned(),

@@ -285,6 +285,9 @@ async fn every_non_grant_outcome_runs_nothing_and_says_so() {
         ),
     ];
     for (i, (approval, want)) in cases.into_iter().enumerate() {
+        // A session per case: within one, the first rejection would answer
+        // every later request for the same command (no re-ask).
+        let s = w.store.create(&w.ws).unwrap();
         let c = compose(SandboxMode::ReadOnly, &w.ws, approval);
         let out = bash(
             &c.bash,

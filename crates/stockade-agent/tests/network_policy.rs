@@ -554,6 +554,9 @@ async fn every_non_grant_outcome_of_a_network_request_runs_nothing_and_says_so()
         (None, network_texts::no_approval_service(only)),
     ];
     for (i, (answerer, want)) in cases.into_iter().enumerate() {
+        // A session per case: within one, the first rejection would answer
+        // every later request for the same command (no re-ask).
+        let s = w.store.create(&w.ws).unwrap();
         let r = rig(PolicyService::new(SandboxMode::ReadOnly, &w.ws), answerer);
         let out = r
             .tool

@@ -81,6 +81,11 @@ pub enum Event {
         /// it; absent when only the file mode was asked for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         network: Option<NetworkMode>,
+        /// What the call would do (a command's text, `write PATH`): a
+        /// rejection answers every later request for the same subject, so
+        /// no one is asked twice. Absent in logs written before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject: Option<String>,
     },
     #[serde(rename = "approval/decided")]
     ApprovalDecided {
@@ -193,6 +198,7 @@ pub(crate) fn every_event() -> Vec<Event> {
             reason: "needs to write".into(),
             target: *target,
             network: None,
+            subject: None,
         });
     }
     for network in NetworkMode::ALL {
@@ -202,6 +208,7 @@ pub(crate) fn every_event() -> Vec<Event> {
             reason: "needs a registry".into(),
             target: SandboxMode::WorkspaceWrite,
             network: Some(*network),
+            subject: None,
         });
     }
     for outcome in ApprovalOutcome::ALL {
@@ -302,6 +309,7 @@ mod tests {
                     reason: "r".into(),
                     target: SandboxMode::ReadOnly,
                     network: None,
+                    subject: None,
                 },
                 json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only"}),
             ),
@@ -312,6 +320,7 @@ mod tests {
                     reason: "r".into(),
                     target: SandboxMode::ReadOnly,
                     network: Some(NetworkMode::Allow),
+                    subject: None,
                 },
                 json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only", "network": "allow"}),
             ),

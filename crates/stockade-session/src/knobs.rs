@@ -2,7 +2,7 @@
 //! over its own event and nothing else, so the log stays the only store and a
 //! resumed session folds to exactly what it had.
 
-use stockade_core::{ApprovalPolicy, NetworkMode, SandboxMode};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 
 use crate::{Event, Record};
 
@@ -27,6 +27,49 @@ pub fn approval_override(records: &[Record]) -> Option<ApprovalPolicy> {
     records.iter().rev().find_map(|r| match r.event {
         Event::ApprovalPolicy { policy, .. } => Some(policy),
         _ => None,
+    })
+}
+
+/// Whether the user already rejected a request for `subject` through
+/// `tool` that was at least as wide as this one: running under `target`
+/// or wider, and with `network` (when this one widens it) or wider. The
+/// design's "a rejection permits no re-ask", folded from the log like every
+/// knob, so a resumed session remembers it too.
+pub fn rejected_before(
+    records: &[Record],
+    tool: &str,
+    subject: &str,
+    target: SandboxMode,
+    network: Option<NetworkMode>,
+) -> bool {
+    records.iter().enumerate().any(|(i, r)| {
+        let Event::ApprovalAsked {
+            call_id,
+            tool: t,
+            target: rt,
+            network: rn,
+            subject: Some(s),
+            ..
+        } = &r.event
+        else {
+            return false;
+        };
+        let covers = t == tool
+            && s == subject
+            && target <= *rt
+            && match (network, rn) {
+                (None, _) => true,
+                (Some(n), Some(m)) => n <= *m,
+                (Some(_), None) => false,
+            };
+        covers
+            && records[i + 1..].iter().any(|d| {
+                matches!(&d.event, Event::ApprovalDecided {
+                    call_id: c,
+                    outcome: ApprovalOutcome::Rejected,
+                    ..
+                } if c == call_id)
+            })
     })
 }
 
@@ -92,5 +135,63 @@ mod tests {
         assert_eq!(sandbox_override(&rs), Some(SandboxMode::ReadOnly));
         assert_eq!(approval_override(&rs), Some(ApprovalPolicy::Never));
         assert_eq!(network_override(&rs), Some(NetworkMode::Deny));
+    }
+
+    fn asked(
+        call: &str,
+        subject: &str,
+        target: SandboxMode,
+        network: Option<NetworkMode>,
+    ) -> Event {
+        Event::ApprovalAsked {
+            call_id: call.into(),
+            tool: "bash".into(),
+            reason: "r".into(),
+            target,
+            network,
+            subject: Some(subject.into()),
+        }
+    }
+
+    fn decided(call: &str, outcome: ApprovalOutcome) -> Event {
+        Event::ApprovalDecided {
+            call_id: call.into(),
+            tool: "bash".into(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn a_rejection_answers_the_same_subject_at_the_same_width_or_narrower() {
+        use SandboxMode::*;
+        let rs = records(vec![
+            asked("c1", "make", WorkspaceWrite, Some(NetworkMode::AllowListed)),
+            decided("c1", ApprovalOutcome::Rejected),
+            asked("c2", "ls", WorkspaceWrite, None),
+            decided("c2", ApprovalOutcome::AllowedOnce),
+            asked("c3", "rm", WorkspaceWrite, None),
+            decided("c3", ApprovalOutcome::Cancelled),
+        ]);
+        let r = |subject, target, network| rejected_before(&rs, "bash", subject, target, network);
+        assert!(r("make", WorkspaceWrite, None));
+        assert!(r("make", ReadOnly, Some(NetworkMode::AllowListed)));
+        assert!(r("make", WorkspaceWrite, Some(NetworkMode::AllowListed)));
+        // Wider in either direction: a new question.
+        assert!(!r("make", DangerFullAccess, None));
+        assert!(!r("make", WorkspaceWrite, Some(NetworkMode::Allow)));
+        // Another subject, another tool, an allow, a cancel: no answer.
+        assert!(!r("make ", WorkspaceWrite, None));
+        assert!(!rejected_before(&rs, "write", "make", WorkspaceWrite, None));
+        assert!(!r("ls", WorkspaceWrite, None));
+        assert!(!r("rm", WorkspaceWrite, None));
+        // An ask without its decision yet decides nothing.
+        let open = records(vec![asked("c9", "make", WorkspaceWrite, None)]);
+        assert!(!rejected_before(
+            &open,
+            "bash",
+            "make",
+            WorkspaceWrite,
+            None
+        ));
     }
 }

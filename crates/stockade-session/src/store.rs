@@ -500,6 +500,17 @@ impl Session {
         self.with_records(knobs::network_override)
     }
 
+    /// See [`knobs::rejected_before`].
+    pub fn rejected_before(
+        &self,
+        tool: &str,
+        subject: &str,
+        target: SandboxMode,
+        network: Option<NetworkMode>,
+    ) -> bool {
+        self.with_records(|r| knobs::rejected_before(r, tool, subject, target, network))
+    }
+
     /// THE way to change the network mode: the switch is its event.
     pub fn set_network_mode(
         &self,

@@ -85,6 +85,7 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             reason: "write the build dir".into(),
             target: *target,
             network: None,
+            subject: None,
         });
     }
     for network in NetworkMode::ALL {
@@ -94,6 +95,7 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             reason: "fetch the crates".into(),
             target: SandboxMode::WorkspaceWrite,
             network: Some(*network),
+            subject: None,
         });
     }
     for outcome in ApprovalOutcome::ALL {

@@ -26,13 +26,17 @@ pub(crate) fn render(r: &ShellResult, escalation_offered: bool, granted: Grant) 
                 for line in f.denial_details() {
                     let _ = writeln!(out, "{line}");
                 }
-                if escalation_offered && f.mode < SandboxMode::DangerFullAccess {
+                // A granted retry was the one retry: still denied, it is
+                // not offered again.
+                if escalation_offered && !granted.any() && f.mode < SandboxMode::DangerFullAccess {
                     let _ = writeln!(out, "{}", texts::ESCALATION_HINT);
                 }
             }
             if f.network_denied {
                 let _ = writeln!(out, "{}", texts::NETWORK_DENIAL_INSTRUCTION);
-                if escalation_offered && let Some(hint) = network_texts::escalation_hint(f.network)
+                if escalation_offered
+                    && !granted.any()
+                    && let Some(hint) = network_texts::escalation_hint(f.network)
                 {
                     let _ = writeln!(out, "{hint}");
                 }
