@@ -50,7 +50,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P]... [--status-fd N] [--no-supervise] [--net-deny] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P]... [--status-fd N] [--no-supervise] [--net-deny] [--die-with-parent] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -126,6 +126,8 @@ mod linux {
         /// `--no-supervise`: plain Landlock, metadata and protected paths
         /// ungoverned (benchmarks, and callers that report those gaps).
         no_supervise: bool,
+        /// `--die-with-parent` (run mode): see `die_with_parent`.
+        die_with_parent: bool,
         /// `--deny-read`: absolute paths a `--ro PATH` grant above them
         /// must not reach (see `read_except`).
         deny_read: Vec<PathBuf>,
@@ -235,9 +237,14 @@ mod linux {
             let name = arg.as_bytes();
             match name {
                 b"--" if i + 1 < args.len() => return Ok((opts, Some(args[i + 1..].to_vec()))),
-                // The one flag without a value, in run mode only.
+                // The flags without a value, in run mode only.
                 b"--no-supervise" if only == RUN_MODE => {
                     opts.no_supervise = true;
+                    i += 1;
+                    continue;
+                }
+                b"--die-with-parent" if only == RUN_MODE => {
+                    opts.die_with_parent = true;
                     i += 1;
                     continue;
                 }
@@ -1136,7 +1143,31 @@ mod linux {
         }
     }
 
+    /// The process that started this launcher, read first thing in `main`.
+    static PARENT: std::sync::OnceLock<Option<rustix::process::Pid>> = std::sync::OnceLock::new();
+
+    /// `--die-with-parent`: this launcher gets SIGKILL when the process
+    /// that started it dies (bwrap's flag of the same name), so a killed
+    /// caller leaves nothing running: a supervised command dies with its
+    /// supervisor (the child's own parent-death signal), an unsupervised one
+    /// keeps this setting across its exec. The kernel ties the signal to the
+    /// caller's thread that spawned this launcher. A caller already gone by
+    /// now is a failure, never a run nobody waits for.
+    fn die_with_parent() {
+        let parent = PARENT.get().copied().flatten();
+        let kill = Some(rustix::process::Signal::KILL);
+        if rustix::process::set_parent_process_death_signal(kill).is_err() {
+            fail("--die-with-parent: cannot set the parent-death signal");
+        }
+        if parent.is_none() || rustix::process::getppid() != parent {
+            fail("--die-with-parent: the caller is already gone");
+        }
+    }
+
     fn run(opts: &Opts, argv: &[OsString]) -> ! {
+        if opts.die_with_parent {
+            die_with_parent();
+        }
         // Inherited descriptors first: until this process opens something
         // itself, a number that is open is one the caller passed.
         let mut rules = Vec::new();
@@ -1393,6 +1424,7 @@ mod linux {
     }
 
     pub fn main() {
+        let _ = PARENT.set(rustix::process::getppid());
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         // The channel first, before anything else can fail or open a file.
         if let Some(value) = status_fd_arg(&args) {

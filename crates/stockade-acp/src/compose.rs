@@ -9,18 +9,29 @@ use std::time::Duration;
 
 use stockade_agent::agent::Agent;
 use stockade_agent::config::{Config, Implementation};
-use stockade_agent::model::OpenAiCompatible;
 use stockade_agent::tools::files::file_tools;
 use stockade_agent::{
-    Answerer, ApprovalService, BashTool, EscalationGate, PolicyContext, PolicyService,
-    PresetService, Tool,
+    Answerer, ApprovalService, BashTool, EditorFiles, EscalationGate, PolicyContext, PolicyService,
+    PresetService, Tool, ToolProgress,
 };
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
+use stockade_mcp::Launcher as McpLauncher;
 use stockade_roots::RootPins;
 use stockade_shell::{SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 
+use crate::auth::{AuthedModel, ModelAuth};
 use crate::error::ServeError;
+
+/// What the front end lends the tools; the default lends nothing (commands
+/// are shown when they finish, files are read from disk).
+#[derive(Default, Clone)]
+pub struct EditorHooks {
+    /// Shown a running command's output.
+    pub progress: Option<Arc<dyn ToolProgress>>,
+    /// Read by the read tool, after the fence allowed the path.
+    pub files: Option<Arc<dyn EditorFiles>>,
+}
 
 /// Where the pieces that are not in `stockade.toml` come from.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +63,10 @@ pub struct Composition {
     pub presets: Option<Arc<PresetService>>,
     /// Whether the mounted executor confines (escalation exists at all).
     pub confines: bool,
+    /// The model's key: prompts wait for it (see [`ModelAuth`]).
+    pub auth: Arc<ModelAuth>,
+    /// How a session's MCP servers are started (through bash's executor).
+    pub mcp: McpLauncher,
 }
 
 impl std::fmt::Debug for Composition {
@@ -61,6 +76,7 @@ impl std::fmt::Debug for Composition {
             .field("approval", &self.approval)
             .field("presets", &self.presets.as_ref().map(|p| p.presets().len()))
             .field("confines", &self.confines)
+            .field("auth", &self.auth)
             .finish_non_exhaustive()
     }
 }
@@ -134,11 +150,13 @@ fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>,
 
 /// Mount what `config` names. `answerer` is the last link of the approval
 /// chain (the ACP client, asked through `session/request_permission`); it
-/// is consulted only when `[approval]` is configured.
+/// is consulted only when `[approval]` is configured. `hooks` is what the
+/// editor lends the tools.
 pub fn compose(
     config: &Config,
     env: &Environment,
     answerer: Arc<dyn Answerer>,
+    hooks: EditorHooks,
 ) -> Result<Composition, ServeError> {
     // The file policy and the allowed hosts ride every call this service
     // resolves: bash and the file tools get the same lists.
@@ -149,18 +167,24 @@ pub fn compose(
             .with_allowed_hosts(config.allowed_hosts().to_vec()),
     );
     let provider = provider(config, env)?;
-    let executor: Arc<dyn ShellExecutor> = match (config.bash.executor, provider) {
-        (Implementation::Sandboxed, Some(p)) => Arc::new(SandboxedExecutor::new(
-            Arc::new(p),
-            policy.resolve(None, None),
-        )),
-        (Implementation::Sandboxed, None) => {
-            return Err(ServeError::Sandbox {
-                message: "bash.executor = \"sandboxed\" needs a [sandbox] section".into(),
-            });
-        }
-        (Implementation::Local, _) => Arc::new(UnconfinedExecutor::default()),
-    };
+    // A session's MCP servers start through the executor bash runs on, so
+    // they are confined exactly as a command is (or, opted out, are not).
+    let (executor, mcp): (Arc<dyn ShellExecutor>, McpLauncher) =
+        match (config.bash.executor, provider) {
+            (Implementation::Sandboxed, Some(p)) => {
+                let e = SandboxedExecutor::new(Arc::new(p), policy.resolve(None, None));
+                (Arc::new(e.clone()), McpLauncher::Sandboxed(e))
+            }
+            (Implementation::Sandboxed, None) => {
+                return Err(ServeError::Sandbox {
+                    message: "bash.executor = \"sandboxed\" needs a [sandbox] section".into(),
+                });
+            }
+            (Implementation::Local, _) => (
+                Arc::new(UnconfinedExecutor::default()),
+                McpLauncher::Unconfined(UnconfinedExecutor::default()),
+            ),
+        };
     let confines = executor.confines();
     let fs: Arc<dyn FileSystem> = match config.fs.provider {
         // The provider's own pins: the fence and bash grant the same held
@@ -194,8 +218,14 @@ pub fn compose(
     if let Some(ms) = config.bash.timeout_ms {
         bash = bash.with_default_timeout(Duration::from_millis(ms));
     }
+    if let Some(p) = hooks.progress {
+        bash = bash.with_progress(p);
+    }
     let job_output = bash.job_output();
-    let (read, write, edit) = file_tools(fs.clone(), policy.clone(), gate);
+    let (mut read, write, edit) = file_tools(fs.clone(), policy.clone(), gate);
+    if let Some(f) = hooks.files {
+        read = read.with_editor(f);
+    }
     let tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(bash),
         Arc::new(job_output),
@@ -205,9 +235,11 @@ pub fn compose(
     ];
     let context = PolicyContext::new(policy.clone(), approval.clone(), confines)
         .with_fenced_files(fs.fences());
-    // The API key is read now, so a missing key fails at startup rather
-    // than at the first prompt.
-    let model = OpenAiCompatible::new(config.model.clone())?;
+    // The API key is read now; a missing one leaves the server up, asking
+    // the editor to authenticate, and any other model misconfiguration
+    // fails at startup rather than at the first prompt.
+    let auth = Arc::new(ModelAuth::new(config.model.clone())?);
+    let model = AuthedModel(auth.clone());
     let agent = Agent::new(Arc::new(model), tools, context).with_max_steps(config.agent.max_steps);
     Ok(Composition {
         agent: Arc::new(agent),
@@ -215,5 +247,7 @@ pub fn compose(
         approval,
         presets,
         confines,
+        auth,
+        mcp,
     })
 }

@@ -14,6 +14,19 @@
 //! `session/request_permission` with the options `allow_once` and
 //! `reject_once`.
 //!
+//! For the editor: tool calls carry absolute locations, `write` and `edit`
+//! a diff, a running command its output so far; embedded context in a
+//! prompt reaches the model as text (images and audio are refused, never
+//! dropped); the configured default is a mode of its own; a missing model
+//! key is ACP authentication ([`auth`]); and with a client that offers
+//! `fs/read_text_file`, the read tool reads its buffers once the deny-read
+//! fence allowed the path.
+//!
+//! The stdio MCP servers a `session/new` or `session/load` names run for the
+//! session through bash's executor, confined like a command under the
+//! session's policy; their tools are the agent's as `<server>__<tool>`, and
+//! they stop with the connection (see the `mcp` module).
+//!
 //! Stdout carries protocol frames only; this crate logs to stderr, and a
 //! closed or broken stderr is ignored, never fatal. A line of stdin that is
 //! not UTF-8 or longer than [`MAX_FRAME_BYTES`] is answered with a JSON-RPC
@@ -37,10 +50,14 @@
 #![forbid(unsafe_code)]
 
 mod answerer;
+pub mod auth;
 pub mod compose;
 mod control;
+mod editor;
 mod error;
 mod frames;
+mod mcp;
+mod prompt;
 mod server;
 mod updates;
 
@@ -48,7 +65,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use answerer::{ALLOW_ONCE, REJECT_ONCE};
-pub use compose::{Composition, Environment, compose};
+pub use compose::{Composition, EditorHooks, Environment, compose};
 pub use error::ServeError;
 pub use frames::MAX_FRAME_BYTES;
 pub use server::{AcpServer, LoadedConfig, load_config};

@@ -13,30 +13,35 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, CurrentModeUpdate, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, SessionId, SessionMode,
-    SessionModeState, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    AgentCapabilities, AuthenticateRequest, AuthenticateResponse, CancelNotification,
+    CurrentModeUpdate, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest,
+    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
+    SessionId, SessionMode, SessionModeState, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
-use stockade_agent::agent::{Cancel, StopReason as AgentStop};
+use stockade_agent::agent::{Agent as AgentLoop, Cancel, StopReason as AgentStop};
 use stockade_agent::config::Config;
-use stockade_agent::presets::CUSTOM;
+use stockade_agent::presets::{CONFIGURED, CUSTOM};
 use stockade_roots::RootPins;
 use stockade_session::{Session, SessionStore};
 
 use crate::answerer::AcpAnswerer;
-use crate::compose::{Composition, Environment, compose};
+use crate::compose::{Composition, EditorHooks, Environment, compose};
 use crate::control::ControlFiles;
+use crate::editor::EditorBridge;
 use crate::error::ServeError;
 use crate::log;
+use crate::mcp::SessionMcp;
 use crate::updates::{Streamer, replay, send};
 
 /// A session this connection opened, and its running prompt if any.
 struct Slot {
     session: Session,
     running: Option<Running>,
+    /// The session's MCP servers and the agent offering their tools.
+    mcp: Option<SessionMcp>,
 }
 
 struct Running {
@@ -75,6 +80,8 @@ pub struct AcpServer {
     /// session's cwd is held here when the session starts.
     pins: Arc<RootPins>,
     control: ControlFiles,
+    /// What the client lends the tools (its buffers, a live output view).
+    editor: Arc<EditorBridge>,
 }
 
 impl std::fmt::Debug for AcpServer {
@@ -97,21 +104,8 @@ fn internal(message: impl std::fmt::Display) -> Error {
     Error::new(ErrorCode::INTERNAL_ERROR, message.to_string())
 }
 
-/// The user's text: text blocks as they are, links by their URI (we do not
-/// advertise embedded resources, images or audio, so a client sends none).
-fn prompt_text(blocks: &[ContentBlock]) -> String {
-    let mut parts = Vec::new();
-    for b in blocks {
-        match b {
-            ContentBlock::Text(t) => parts.push(t.text.clone()),
-            ContentBlock::ResourceLink(l) => parts.push(l.uri.clone()),
-            _ => log(format_args!(
-                "ignored a prompt block of a kind not advertised"
-            )),
-        }
-    }
-    parts.join("\n")
-}
+/// The name the configured default is offered under as a mode.
+const CONFIGURED_NAME: &str = "Configured default";
 
 impl AcpServer {
     /// Compose `config` with this server's answerer as the approval chain's
@@ -132,7 +126,12 @@ impl AcpServer {
         control.check_at_startup(config, env)?;
         let live = Arc::new(Live::default());
         let answerer = Arc::new(AcpAnswerer { live: live.clone() });
-        let comp = compose(config, env, answerer)?;
+        let editor = Arc::new(EditorBridge::new(live.clone()));
+        let hooks = EditorHooks {
+            progress: Some(editor.clone()),
+            files: Some(editor.clone()),
+        };
+        let comp = compose(config, env, answerer, hooks)?;
         control.hold_extra_roots(config, env)?;
         Ok(Self {
             comp,
@@ -140,6 +139,7 @@ impl AcpServer {
             live,
             pins: env.pins.clone(),
             control,
+            editor,
         })
     }
 
@@ -157,7 +157,9 @@ impl AcpServer {
         // Each handler owns a handle on the one server.
         let me = Arc::new(self);
         let (a, b, c, d, e) = (me.clone(), me.clone(), me.clone(), me.clone(), me.clone());
-        Agent
+        let auth = me.comp.auth.clone();
+        let live = me.live.clone();
+        let served = Agent
             .v1()
             .name("stockade")
             .on_receive_request(
@@ -169,10 +171,14 @@ impl AcpServer {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
+                // Off the dispatch loop: its MCP servers take a while to start.
                 async move |req: NewSessionRequest,
                             responder: Responder<NewSessionResponse>,
-                            _cx: ConnectionTo<Client>| {
-                    responder.respond_with_result(b.new_session(req))
+                            cx: ConnectionTo<Client>| {
+                    let this = b.clone();
+                    cx.spawn(
+                        async move { responder.respond_with_result(this.new_session(req).await) },
+                    )
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -180,7 +186,10 @@ impl AcpServer {
                 async move |req: LoadSessionRequest,
                             responder: Responder<LoadSessionResponse>,
                             cx: ConnectionTo<Client>| {
-                    responder.respond_with_result(c.load_session(req, &cx))
+                    let this = c.clone();
+                    cx.clone().spawn(async move {
+                        responder.respond_with_result(this.load_session(req, &cx).await)
+                    })
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -201,6 +210,17 @@ impl AcpServer {
                 },
                 agent_client_protocol::on_receive_request!(),
             )
+            .on_receive_request(
+                async move |req: AuthenticateRequest,
+                            responder: Responder<AuthenticateResponse>,
+                            _cx: ConnectionTo<Client>| {
+                    responder.respond_with_result(
+                        auth.authenticate(&req)
+                            .map(|()| AuthenticateResponse::new()),
+                    )
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_notification(
                 async move |n: CancelNotification, _cx: ConnectionTo<Client>| {
                     e.cancel(&n.session_id);
@@ -209,7 +229,17 @@ impl AcpServer {
                 agent_client_protocol::on_receive_notification!(),
             )
             .connect_to(transport)
-            .await?;
+            .await;
+        // The connection is over, and with it every session's MCP servers.
+        let open: Vec<(String, SessionMcp)> = live
+            .lock()
+            .iter_mut()
+            .filter_map(|(id, s)| s.mcp.take().map(|m| (id.clone(), m)))
+            .collect();
+        for (id, m) in &open {
+            crate::mcp::stop(m, &format!("session {id}")).await;
+        }
+        served?;
         Ok(())
     }
 
@@ -235,16 +265,24 @@ impl AcpServer {
                 req.protocol_version
             ));
         }
+        self.editor.client_capabilities(&req.client_capabilities);
         InitializeResponse::new(ProtocolVersion::V1)
-            .agent_capabilities(AgentCapabilities::new().load_session(true))
+            .agent_capabilities(
+                AgentCapabilities::new()
+                    .load_session(true)
+                    .prompt_capabilities(crate::prompt::capabilities())
+                    .mcp_capabilities(crate::mcp::capabilities()),
+            )
+            .auth_methods(self.comp.auth.methods())
             .agent_info(
                 Implementation::new("stockade", env!("CARGO_PKG_VERSION")).title("stockade"),
             )
     }
 
-    /// The presets as modes, and which one the session is in. A combination
-    /// outside the table is shown as a `custom` mode so the client always
-    /// has a current mode to show; it cannot be selected.
+    /// The presets as modes, then the configured default when no preset is
+    /// it, and which one the session is in. A combination outside all of
+    /// them is shown as a `custom` mode while it is current, so the client
+    /// always has a current mode to show; selecting it changes nothing.
     fn modes(&self, session: &Session) -> Option<SessionModeState> {
         let presets = self.comp.presets.as_ref()?;
         let mut modes: Vec<SessionMode> = presets
@@ -257,6 +295,15 @@ impl AcpServer {
                 ))
             })
             .collect();
+        if presets.offers_configured() {
+            let c = presets.configured();
+            modes.push(
+                SessionMode::new(CONFIGURED, CONFIGURED_NAME).description(format!(
+                    "sandbox {}, network {}, approval {} (as configured)",
+                    c.mode, c.network, c.approval
+                )),
+            );
+        }
         let current = presets.current(session);
         if current == CUSTOM {
             let mode = self.comp.policy.effective_mode(Some(session));
@@ -273,13 +320,15 @@ impl AcpServer {
         Some(SessionModeState::new(current.to_owned(), modes))
     }
 
-    fn register(&self, session: Session) -> SessionId {
+    fn register(&self, session: Session, mcp: Option<SessionMcp>) -> SessionId {
         let id = session.id().as_str().to_owned();
         let mut slots = self.live.lock();
-        // A second load of a session already open keeps its running prompt.
+        // A second load of a session already open keeps its running prompt
+        // (and its MCP servers: none are started for it).
         slots.entry(id.clone()).or_insert(Slot {
             session,
             running: None,
+            mcp,
         });
         SessionId::new(id)
     }
@@ -306,7 +355,7 @@ impl AcpServer {
             .map_err(invalid)
     }
 
-    fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
+    async fn new_session(&self, req: NewSessionRequest) -> Result<NewSessionResponse, Error> {
         let cwd = &req.cwd;
         if !cwd.is_absolute() {
             return Err(invalid(format!("cwd {} is not absolute", cwd.display())));
@@ -315,19 +364,28 @@ impl AcpServer {
             return Err(invalid(format!("cwd {} is not a directory", cwd.display())));
         }
         self.admit(cwd)?;
-        if !req.mcp_servers.is_empty() {
-            log(format_args!(
-                "session/new named {} MCP server(s); none are mounted (not advertised)",
-                req.mcp_servers.len()
-            ));
-        }
-        let session = self.store.create(cwd).map_err(internal)?;
+        // Started before the session exists, so a server that fails leaves
+        // no session behind. A new session has no knobs of its own yet: the
+        // configured defaults, in its workspace.
+        let specs = crate::mcp::specs(&req.mcp_servers)?;
+        let mut policy = self.comp.policy.resolve(None, None);
+        policy.workspace_root = cwd.clone();
+        let mcp = crate::mcp::start(&self.comp, &specs, &policy, cwd, "session/new").await?;
+        let session = match self.store.create(cwd) {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(m) = &mcp {
+                    crate::mcp::stop(m, "session/new").await;
+                }
+                return Err(internal(e));
+            }
+        };
         let modes = self.modes(&session);
-        let id = self.register(session);
+        let id = self.register(session, mcp);
         Ok(NewSessionResponse::new(id).modes(modes))
     }
 
-    fn load_session(
+    async fn load_session(
         &self,
         req: LoadSessionRequest,
         cx: &ConnectionTo<Client>,
@@ -337,6 +395,7 @@ impl AcpServer {
             .0
             .parse()
             .map_err(|e| invalid(format!("session id {}: {e}", req.session_id)))?;
+        let specs = crate::mcp::specs(&req.mcp_servers)?;
         // Checked before the log is opened: opening repairs a torn tail, and
         // a refused session is not touched.
         let header = self.store.header(&sid).map_err(invalid)?;
@@ -361,12 +420,28 @@ impl AcpServer {
                 session.header().cwd.display()
             ));
         }
+        // Its MCP servers under the session's own policy, before anything is
+        // replayed: one that fails fails the load.
+        let open = self.live.lock().contains_key(sid.as_str());
+        let mcp = if open {
+            if !specs.is_empty() {
+                log(format_args!(
+                    "session/load of {sid}: already open on this connection; its MCP servers stay as they are"
+                ));
+            }
+            None
+        } else {
+            let policy = self.comp.policy.resolve(Some(&session), None);
+            let cwd = session.header().cwd.clone();
+            crate::mcp::start(&self.comp, &specs, &policy, &cwd, &format!("session {sid}")).await?
+        };
         let id = SessionId::new(sid.as_str());
-        for update in session.with_records(replay) {
+        let cwd = session.header().cwd.clone();
+        for update in session.with_records(|r| replay(r, &cwd)) {
             send(cx, &id, update);
         }
         let modes = self.modes(&session);
-        self.register(session);
+        self.register(session, mcp);
         Ok(LoadSessionResponse::new().modes(modes))
     }
 
@@ -410,6 +485,58 @@ impl AcpServer {
         }
     }
 
+    /// The agent for the session's next prompt: the composition's, or the
+    /// session's own when its MCP servers add tools. When the session's
+    /// policy moved since they started (a mode or network change), they
+    /// are restarted under the new one first, so a server never runs under
+    /// another policy than the session's commands; one that fails to come
+    /// back fails the prompt, naming it (and the next prompt tries again).
+    async fn session_agent(
+        &self,
+        id: &SessionId,
+        session: &Session,
+    ) -> Result<Arc<AgentLoop>, Error> {
+        let policy = self.comp.policy.resolve(Some(session), None);
+        let stale = {
+            let mut slots = self.live.lock();
+            let Some(slot) = slots.get_mut(&*id.0) else {
+                return Ok(self.comp.agent.clone());
+            };
+            match &slot.mcp {
+                None => return Ok(self.comp.agent.clone()),
+                Some(m) if m.policy.as_ref() == Some(&policy) => return Ok(m.agent.clone()),
+                Some(_) => slot.mcp.take(),
+            }
+        };
+        let Some(old) = stale else {
+            return Ok(self.comp.agent.clone());
+        };
+        let what = format!("session {id}");
+        log(format_args!(
+            "{what}: {}; restarting its MCP servers under {}, network {}",
+            if old.policy.is_some() {
+                "the session's sandbox changed"
+            } else {
+                "its MCP servers failed to restart before"
+            },
+            policy.mode,
+            policy.network.mode
+        ));
+        crate::mcp::stop(&old, &what).await;
+        let cwd = session.header().cwd.clone();
+        let started = crate::mcp::start(&self.comp, &old.specs, &policy, &cwd, &what).await;
+        let (agent, mcp) = match started {
+            Ok(Some(m)) => (Ok(m.agent.clone()), m),
+            Ok(None) => return Ok(self.comp.agent.clone()),
+            // The specs stay for the next prompt's attempt.
+            Err(e) => (Err(e), old.failed()),
+        };
+        if let Some(slot) = self.live.lock().get_mut(&*id.0) {
+            slot.mcp = Some(mcp);
+        }
+        agent
+    }
+
     fn prompt(
         self: Arc<Self>,
         req: PromptRequest,
@@ -417,6 +544,15 @@ impl AcpServer {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let id = req.session_id.clone();
+        // Refused before anything is recorded: a prompt the model cannot
+        // take, or cannot be sent yet, leaves the session as it was.
+        if !self.comp.auth.ready() {
+            return responder.respond_with_error(self.comp.auth.required());
+        }
+        let text = match crate::prompt::text(&req.prompt) {
+            Ok(t) => t,
+            Err(e) => return responder.respond_with_error(e),
+        };
         let started = {
             let mut slots = self.live.lock();
             match slots.get_mut(&*id.0) {
@@ -438,14 +574,26 @@ impl AcpServer {
             Ok(v) => v,
             Err(e) => return responder.respond_with_error(e),
         };
-        let text = prompt_text(&req.prompt);
         let this = self.clone();
         cx.clone().spawn(async move {
-            let streamer = Streamer { cx, id: id.clone() };
+            let streamer = Streamer {
+                cx,
+                id: id.clone(),
+                cwd: session.header().cwd.clone(),
+            };
             // A `$/cancel_request` for the prompt means the same as
             // `session/cancel`: stop, and answer `cancelled`.
             let withdrawn = responder.cancellation();
-            let run = this.comp.agent.prompt(&session, &text, &streamer, &cancel);
+            let agent = match this.session_agent(&id, &session).await {
+                Ok(a) => a,
+                Err(e) => {
+                    if let Some(s) = this.live.lock().get_mut(&*id.0) {
+                        s.running = None;
+                    }
+                    return responder.respond_with_error(e);
+                }
+            };
+            let run = agent.prompt(&session, &text, &streamer, &cancel);
             tokio::pin!(run);
             let result = tokio::select! {
                 r = &mut run => r,

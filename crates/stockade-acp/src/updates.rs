@@ -4,13 +4,17 @@
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
+use std::path::{Path, PathBuf};
+
 use agent_client_protocol::v1::schema::{
-    Content, ContentBlock, ContentChunk, SessionId, SessionNotification, SessionUpdate, ToolCall,
-    ToolCallContent, ToolCallId, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    Content, ContentBlock, ContentChunk, Diff, SessionId, SessionNotification, SessionUpdate,
+    ToolCall, ToolCallContent, ToolCallId, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
 use serde_json::Value;
+use stockade_agent::FileDiff;
 use stockade_agent::agent::{AgentUpdate, Observer};
+use stockade_agent::resolve_path;
 use stockade_session::{Event, Record, Role, Session};
 
 use crate::log;
@@ -44,14 +48,21 @@ pub(crate) fn asks_escalation(args: &Value) -> bool {
         .is_some_and(|v| !v.is_null())
 }
 
-/// The editor's view of a call: a title, a kind and the file it touches.
-pub(crate) fn describe(name: &str, args: &Value) -> (String, ToolKind, Vec<ToolCallLocation>) {
+/// The editor's view of a call: a title, a kind and the file it touches,
+/// its path absolute (a relative one is the session's `cwd`'s, as the tools
+/// resolve it). A command's location is the directory it runs in.
+pub(crate) fn describe(
+    name: &str,
+    args: &Value,
+    cwd: &Path,
+) -> (String, ToolKind, Vec<ToolCallLocation>) {
     let field = |k: &str| args.get(k).and_then(Value::as_str);
+    let at = |p: &str| ToolCallLocation::new(resolve_path(cwd, Path::new(p)));
     match name {
         "bash" => (
             field("command").map_or_else(|| "bash".to_owned(), str::to_owned),
             ToolKind::Execute,
-            Vec::new(),
+            vec![at(field("workdir").unwrap_or(""))],
         ),
         "read" | "write" | "edit" => {
             let path = field("path").unwrap_or("");
@@ -63,7 +74,7 @@ pub(crate) fn describe(name: &str, args: &Value) -> (String, ToolKind, Vec<ToolC
             let locations = if path.is_empty() {
                 Vec::new()
             } else {
-                vec![ToolCallLocation::new(path)]
+                vec![at(path)]
             };
             (
                 format!("{name} {path}").trim_end().to_owned(),
@@ -83,9 +94,9 @@ pub(crate) fn describe(name: &str, args: &Value) -> (String, ToolKind, Vec<ToolC
     }
 }
 
-fn tool_call(id: &str, name: &str, raw_arguments: &str) -> ToolCall {
+fn tool_call(id: &str, name: &str, raw_arguments: &str, cwd: &Path) -> ToolCall {
     let args = arguments(raw_arguments);
-    let (title, kind, locations) = describe(name, &args);
+    let (title, kind, locations) = describe(name, &args, cwd);
     ToolCall::new(ToolCallId::new(id), title)
         .kind(kind)
         .status(ToolCallStatus::Pending)
@@ -93,19 +104,36 @@ fn tool_call(id: &str, name: &str, raw_arguments: &str) -> ToolCall {
         .raw_input(args)
 }
 
-fn finished(id: &str, content: &str, is_error: bool) -> ToolCallUpdate {
+/// A finished call: the change it made to a file first (an editor shows it
+/// as a diff), then its result as the model read it.
+fn finished(id: &str, content: &str, is_error: bool, diff: Option<&FileDiff>) -> ToolCallUpdate {
     let status = if is_error {
         ToolCallStatus::Failed
     } else {
         ToolCallStatus::Completed
     };
+    let mut shown = Vec::new();
+    if let Some(d) = diff {
+        shown.push(ToolCallContent::Diff(
+            Diff::new(d.path.clone(), d.new_text.clone()).old_text(d.old_text.clone()),
+        ));
+    }
+    shown.push(text_content(content));
     ToolCallUpdate::new(
         ToolCallId::new(id),
-        ToolCallUpdateFields::new()
-            .status(status)
-            .content(vec![ToolCallContent::Content(Content::new(
-                ContentBlock::from(content.to_owned()),
-            ))]),
+        ToolCallUpdateFields::new().status(status).content(shown),
+    )
+}
+
+fn text_content(text: &str) -> ToolCallContent {
+    ToolCallContent::Content(Content::new(ContentBlock::from(text.to_owned())))
+}
+
+/// A running call's output so far, replacing what was shown of it before.
+pub(crate) fn output_so_far(id: &str, text: &str) -> ToolCallUpdate {
+    ToolCallUpdate::new(
+        ToolCallId::new(id),
+        ToolCallUpdateFields::new().content(vec![text_content(text)]),
     )
 }
 
@@ -120,6 +148,8 @@ pub(crate) fn in_progress(id: &str) -> ToolCallUpdate {
 pub(crate) struct Streamer {
     pub cx: ConnectionTo<Client>,
     pub id: SessionId,
+    /// The session's workspace: relative paths in calls are its.
+    pub cwd: PathBuf,
 }
 
 impl Observer for Streamer {
@@ -142,7 +172,7 @@ impl Observer for Streamer {
                 name,
                 arguments,
             } => {
-                let call = tool_call(&id, &name, &arguments);
+                let call = tool_call(&id, &name, &arguments, &self.cwd);
                 let escalating = call.raw_input.as_ref().is_some_and(asks_escalation);
                 send(&self.cx, &self.id, SessionUpdate::ToolCall(call));
                 // An escalating call runs only once allowed; the answerer
@@ -158,16 +188,22 @@ impl Observer for Streamer {
             AgentUpdate::ToolCallFinished { id, output, .. } => send(
                 &self.cx,
                 &self.id,
-                SessionUpdate::ToolCallUpdate(finished(&id, &output.content, output.is_error)),
+                SessionUpdate::ToolCallUpdate(finished(
+                    &id,
+                    &output.content,
+                    output.is_error,
+                    output.diff.as_ref(),
+                )),
             ),
         }
     }
 }
 
-/// The conversation as the user saw it, from the log alone. Policy-context
-/// and loop notes are for the model, audit and knob events for people
-/// reading the log, so neither is replayed.
-pub(crate) fn replay(records: &[Record]) -> Vec<SessionUpdate> {
+/// The conversation as the user saw it, from the log alone (so without the
+/// diffs, which are not logged). Policy-context and loop notes are for the
+/// model, audit and knob events for people reading the log, so neither is
+/// replayed. `cwd` is the session's workspace.
+pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     for r in records {
         match &r.event {
@@ -197,6 +233,7 @@ pub(crate) fn replay(records: &[Record]) -> Vec<SessionUpdate> {
                         &c.id,
                         &c.name,
                         &c.arguments,
+                        cwd,
                     )));
                 }
             }
@@ -206,7 +243,7 @@ pub(crate) fn replay(records: &[Record]) -> Vec<SessionUpdate> {
                 is_error,
                 ..
             } => out.push(SessionUpdate::ToolCallUpdate(finished(
-                call_id, content, *is_error,
+                call_id, content, *is_error, None,
             ))),
             Event::Message { .. }
             | Event::ApprovalAsked { .. }

@@ -390,8 +390,8 @@ async fn a_preset_switch_adds_exactly_one_policy_message() {
 }
 
 /// The network knob is one of the knobs a preset sets: a configured network
-/// outside every preset reads as `custom`, naming the network, and selecting
-/// a preset records the network through its own event.
+/// outside every preset reads as the `configured` mode, naming the network,
+/// and selecting a preset records the network through its own event.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_preset_sets_the_network_too_and_custom_names_it() {
     let Some(w) = World::new(vec![]) else {
@@ -420,11 +420,11 @@ async fn a_preset_sets_the_network_too_and_custom_names_it() {
     })
     .await;
     let modes = modes.expect("presets are advertised as modes");
-    assert_eq!(&*modes.current_mode_id.0, "custom");
-    let custom = modes.available_modes.last().unwrap();
+    assert_eq!(&*modes.current_mode_id.0, "configured");
+    let configured = modes.available_modes.last().unwrap();
     assert_eq!(
-        custom.description.as_deref(),
-        Some("sandbox read-only, network allow, approval ask (no preset)")
+        configured.description.as_deref(),
+        Some("sandbox read-only, network allow, approval ask (as configured)")
     );
     let current: Vec<String> = seen
         .updates()

@@ -113,6 +113,7 @@ impl Cancel {
     }
 }
 
+#[derive(Clone)]
 pub struct Agent {
     model: Arc<dyn ModelClient>,
     tools: Vec<Arc<dyn Tool>>,
@@ -154,6 +155,14 @@ impl Agent {
 
     pub fn tools(&self) -> &[Arc<dyn Tool>] {
         &self.tools
+    }
+
+    /// This agent with `tools` offered after its own (a session's MCP
+    /// servers' tools): the same model, context and limits.
+    pub fn with_more_tools(&self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        let mut agent = self.clone();
+        agent.tools.extend(tools);
+        agent
     }
 
     /// The request the model sees, rebuilt from the log. Through

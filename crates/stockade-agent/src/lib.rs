@@ -19,7 +19,7 @@ pub use context::PolicyContext;
 pub use escalation::{EscalationGate, Grant, NetworkTarget};
 pub use policy::{NetworkSource, PolicyService};
 pub use presets::{Preset, PresetError, PresetService};
-pub use tool::{Tool, ToolContext, ToolOutput};
+pub use tool::{EditorFiles, FileDiff, Tool, ToolContext, ToolOutput, ToolProgress, resolve_path};
 pub use tools::bash::BashTool;
 pub use tools::files::{EditTool, ReadTool, WriteTool};
 pub use tools::job_output::JobOutputTool;

@@ -60,6 +60,11 @@ impl From<PresetSpec> for Preset {
 /// What a current combination outside the table reads as.
 pub const CUSTOM: &str = "custom";
 
+/// The deployment's configured default (mode, network, approval) as a
+/// selection of its own: selecting it sets every knob back to what the
+/// configuration says.
+pub const CONFIGURED: &str = "configured";
+
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
     #[error("permission presets need an approval service (configure [approval])")]
@@ -68,8 +73,10 @@ pub enum PresetError {
     NotConfining,
     #[error("preset {name:?} appears twice in the table")]
     Duplicate { name: String },
-    #[error("preset name {CUSTOM:?} is reserved for combinations outside the table")]
-    Reserved,
+    #[error(
+        "preset name {name:?} is reserved ({CUSTOM:?} names a combination outside the table, {CONFIGURED:?} the configured default)"
+    )]
+    Reserved { name: String },
     /// `danger-full-access` confines nothing, the network included, so a
     /// narrower network beside it could never be what the session runs.
     #[error(
@@ -121,8 +128,10 @@ impl PresetService {
             return Err(PresetError::NotConfining);
         }
         for (i, p) in presets.iter().enumerate() {
-            if p.name == CUSTOM {
-                return Err(PresetError::Reserved);
+            if p.name == CUSTOM || p.name == CONFIGURED {
+                return Err(PresetError::Reserved {
+                    name: p.name.clone(),
+                });
             }
             if presets[..i].iter().any(|q| q.name == p.name) {
                 return Err(PresetError::Duplicate {
@@ -147,20 +156,67 @@ impl PresetService {
         &self.presets
     }
 
-    /// Record only the knobs whose effective value changes; a no-op
-    /// selection records nothing. Returns how many events were appended.
+    /// The configured default combination, named [`CONFIGURED`].
+    pub fn configured(&self) -> Preset {
+        let mode = self.policy.default_mode();
+        Preset::new(CONFIGURED, mode, self.approval.default_policy())
+            .with_network(self.policy.default_network(mode))
+    }
+
+    /// Whether [`CONFIGURED`] is offered as a choice of its own: no preset
+    /// of the table is the configured default (when one is, that preset is
+    /// the way back to it).
+    pub fn offers_configured(&self) -> bool {
+        let c = self.configured();
+        !self.presets.iter().any(|p| same_knobs(p, &c))
+    }
+
+    /// What [`Self::select`] takes in `session` now, in the order to offer
+    /// them: the table, [`CONFIGURED`] when offered, [`CUSTOM`] while it is
+    /// the current state.
+    pub fn choices(&self, session: &Session) -> Vec<String> {
+        let mut out: Vec<String> = self.presets.iter().map(|p| p.name.clone()).collect();
+        if self.offers_configured() {
+            out.push(CONFIGURED.to_owned());
+        }
+        if self.current(session) == CUSTOM {
+            out.push(CUSTOM.to_owned());
+        }
+        out
+    }
+
+    /// Select a preset by name, or [`CONFIGURED`] (every knob back to the
+    /// configured default; taken even when a preset equals it), or
+    /// [`CUSTOM`] while it is the current state (nothing changes). Records
+    /// only the knobs whose effective value changes, each through its own
+    /// setter; a no-op selection records nothing. Returns how many events
+    /// were appended.
     pub fn select(&self, session: &Session, name: &str) -> Result<usize, PresetError> {
+        if name == CONFIGURED {
+            return self.apply(session, &self.configured(), || KnobSource::Config);
+        }
+        if name == CUSTOM && self.current(session) == CUSTOM {
+            return Ok(0);
+        }
         let preset = self
             .presets
             .iter()
             .find(|p| p.name == name)
             .ok_or_else(|| PresetError::Unknown {
                 name: name.to_owned(),
-                valid: self.presets.iter().map(|p| p.name.clone()).collect(),
+                valid: self.choices(session),
             })?;
-        let source = || KnobSource::Preset {
+        self.apply(session, preset, || KnobSource::Preset {
             name: preset.name.clone(),
-        };
+        })
+    }
+
+    fn apply(
+        &self,
+        session: &Session,
+        preset: &Preset,
+        source: impl Fn() -> KnobSource,
+    ) -> Result<usize, PresetError> {
         let mut appended = 0;
         if self.policy.effective_mode(Some(session)) != preset.mode {
             session.set_sandbox_mode(preset.mode, source())?;
@@ -180,14 +236,21 @@ impl PresetService {
         Ok(appended)
     }
 
-    /// The preset the current combination is, or `custom`.
+    /// The preset the current combination is, else [`CONFIGURED`] when it
+    /// is the configured default, else [`CUSTOM`].
     pub fn current(&self, session: &Session) -> &str {
         let mode = self.policy.effective_mode(Some(session));
-        let network = self.policy.effective_network(Some(session));
-        let approval = self.approval.policy(session);
-        self.presets
-            .iter()
-            .find(|p| p.mode == mode && p.network == network && p.approval == approval)
-            .map_or(CUSTOM, |p| p.name.as_str())
+        let now = Preset::new(CUSTOM, mode, self.approval.policy(session))
+            .with_network(self.policy.effective_network(Some(session)));
+        match self.presets.iter().find(|p| same_knobs(p, &now)) {
+            Some(p) => p.name.as_str(),
+            None if same_knobs(&self.configured(), &now) => CONFIGURED,
+            None => CUSTOM,
+        }
     }
+}
+
+/// Whether two presets set every knob alike, whatever their names.
+fn same_knobs(a: &Preset, b: &Preset) -> bool {
+    a.mode == b.mode && a.network == b.network && a.approval == b.approval
 }

@@ -581,3 +581,41 @@ async fn a_denied_read_escalates_and_only_danger_full_access_reads_it() {
         .await;
     assert_eq!(out.content, texts::ESCALATION_NOT_OFFERED);
 }
+
+/// A write still denied after the user granted its one retry does not
+/// offer the retry again; the first denial did.
+#[tokio::test]
+async fn a_granted_write_still_denied_is_not_offered_again() {
+    let w = world();
+    let s = w.store.create(&w.ws).unwrap();
+    let (_, write, _) = tools(
+        SandboxMode::ReadOnly,
+        &w.ws,
+        Some(ApprovalOutcome::AllowedOnce),
+        fenced(),
+    );
+    let target = w.outside.join("f");
+    let first = write.call(&ctx(&s, "w1"), write_args(&target, None)).await;
+    assert!(
+        first.is_error && first.content.contains(texts::ESCALATION_HINT),
+        "{}",
+        first.content
+    );
+    let retried = write
+        .call(&ctx(&s, "w2"), write_args(&target, Some("workspace-write")))
+        .await;
+    assert!(
+        retried.is_error
+            && retried
+                .content
+                .starts_with(&texts::denial_marker(SandboxMode::WorkspaceWrite)),
+        "{}",
+        retried.content
+    );
+    assert!(
+        !retried.content.contains(texts::ESCALATION_HINT),
+        "{}",
+        retried.content
+    );
+    assert!(!target.exists());
+}

@@ -355,6 +355,9 @@ pub fn landlock_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
     if p.unsupervised {
         out.push("--no-supervise".into());
     }
+    // bwrap's --die-with-parent's twin: a caller killed outright (kill -9 of
+    // `stockade acp`, say) leaves no launcher, and so no command, running.
+    out.push("--die-with-parent".into());
     push_launcher_common(&mut out, p);
     out.push("--".into());
     out.extend(argv.iter().cloned());
@@ -571,6 +574,7 @@ mod tests {
                 "/",
                 "--rw",
                 "/dev/null",
+                "--die-with-parent",
                 "--status-fd",
                 "3",
                 "--",
@@ -592,6 +596,7 @@ mod tests {
                 "5",
                 "--protect-fd",
                 "7",
+                "--die-with-parent",
                 "--status-fd",
                 "3",
                 "--allow-socket",

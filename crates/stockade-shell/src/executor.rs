@@ -83,6 +83,7 @@ fn launch(
         stdin: r.stdin,
         passthrough: r.passthrough,
         own_group: r.own_process_group,
+        tap: r.tap.clone(),
         limits,
         wrap,
     }
@@ -266,5 +267,50 @@ impl ShellExecutor for SandboxedExecutor {
 
     fn start(&self, spec: ShellSpec) -> Result<JobHandle, ShellError> {
         JobHandle::start(self.launch(&spec)?)
+    }
+}
+
+// Long-running children with piped stdio (an MCP server): the same wrap as a
+// command, handed back running (see `crate::piped`).
+
+/// What `request` asks to run, for a start failure to name.
+fn program_of(interpreter: &Interpreter, request: &ShellRequest) -> std::path::PathBuf {
+    interpreter
+        .argv(&request.command)
+        .into_iter()
+        .next()
+        .map(Into::into)
+        .unwrap_or_default()
+}
+
+impl UnconfinedExecutor {
+    /// Start `request` (usually [`ShellRequest::argv`]) as a long-running
+    /// child with piped stdin, stdout and stderr, unconfined. Its timeout,
+    /// stdin and passthrough fields do not apply.
+    pub async fn spawn_piped(
+        &self,
+        request: ShellRequest,
+    ) -> Result<crate::PipedChild, ShellError> {
+        let program = program_of(&self.interpreter, &request);
+        let launch = self.launch(&self.resolve(request));
+        crate::piped::start(launch, program).await
+    }
+}
+
+impl SandboxedExecutor {
+    /// Start `request` (usually [`ShellRequest::argv`]) as a long-running
+    /// child with piped stdin, stdout and stderr, confined under the
+    /// request's policy (else this executor's default) exactly as a command
+    /// is: the provider's argv, its held descriptors, the loader-variable
+    /// rules, a process group of its own. Returns once the runner said it
+    /// started the child; a runner failure is `SANDBOX_UNAVAILABLE`. Its
+    /// timeout, stdin and passthrough fields do not apply.
+    pub async fn spawn_piped(
+        &self,
+        request: ShellRequest,
+    ) -> Result<crate::PipedChild, ShellError> {
+        let program = program_of(&self.interpreter, &request);
+        let launch = self.launch(&self.resolve(request))?;
+        crate::piped::start(launch, program).await
     }
 }

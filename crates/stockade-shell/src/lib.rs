@@ -20,6 +20,7 @@ mod error;
 mod executor;
 mod job;
 mod output;
+mod piped;
 mod process;
 mod spec;
 
@@ -28,4 +29,8 @@ pub use executor::{BoxFuture, Interpreter, SandboxedExecutor, ShellExecutor, Unc
 pub use job::JobHandle;
 pub use output::denied_path;
 pub use output::{CapturedOutput, OutputLimits};
-pub use spec::{Command, ExitFacts, SandboxFacts, ShellRequest, ShellResult, ShellSpec, Stdin};
+pub use piped::{PipedChild, PipedFacts};
+pub use spec::{
+    Command, ExitFacts, OutputStream, OutputTap, SandboxFacts, ShellRequest, ShellResult,
+    ShellSpec, Stdin,
+};

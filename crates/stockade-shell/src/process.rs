@@ -19,7 +19,7 @@ use tokio::process::{Child, Command};
 
 use crate::error::{FdConflict, ShellError};
 use crate::output::{Bounded, OutputLimits, Scanner, Verdict};
-use crate::spec::{ExitFacts, SandboxFacts, ShellResult, Stdin};
+use crate::spec::{ExitFacts, OutputStream, OutputTap, SandboxFacts, ShellResult, Stdin};
 
 /// How long output readers may run on after the process group is gone: a
 /// descendant that left the group (setsid) may hold a pipe open forever.
@@ -63,6 +63,7 @@ pub(crate) struct Launch {
     pub stdin: Stdin,
     pub passthrough: bool,
     pub own_group: bool,
+    pub tap: Option<OutputTap>,
     pub limits: OutputLimits,
     /// `None` under an executor that does not confine.
     pub wrap: Option<Wrap>,
@@ -491,13 +492,20 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         readers.push(tokio::spawn(read(
             out,
             shared.clone(),
-            false,
+            OutputStream::Stdout,
             None::<tokio::io::Stdout>,
+            launch.tap.clone(),
         )));
     }
     if let Some(err) = child.stderr.take() {
         let sink = launch.passthrough.then(tokio::io::stderr);
-        readers.push(tokio::spawn(read(err, shared.clone(), true, sink)));
+        readers.push(tokio::spawn(read(
+            err,
+            shared.clone(),
+            OutputStream::Stderr,
+            sink,
+            launch.tap.clone(),
+        )));
     }
     if let Some(reader) = status_reader {
         // Drained with the output, under the same grace: a runner that
@@ -514,8 +522,13 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     })
 }
 
-async fn read<R, W>(mut from: R, shared: Shared, is_stderr: bool, mut sink: Option<W>)
-where
+async fn read<R, W>(
+    mut from: R,
+    shared: Shared,
+    stream: OutputStream,
+    mut sink: Option<W>,
+    tap: Option<OutputTap>,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
@@ -528,12 +541,17 @@ where
         let chunk = &buf[..n];
         {
             let mut s = lock(&shared);
-            if is_stderr {
-                s.stderr.push(chunk);
-                s.scanner.feed(chunk);
-            } else {
-                s.stdout.push(chunk);
+            match stream {
+                OutputStream::Stderr => {
+                    s.stderr.push(chunk);
+                    s.scanner.feed(chunk);
+                }
+                OutputStream::Stdout => s.stdout.push(chunk),
             }
+        }
+        // Outside the lock: the tap is the caller's code.
+        if let Some(t) = &tap {
+            t.chunk(stream, chunk);
         }
         if let Some(w) = sink.as_mut() {
             // A closed terminal must not stop capture or classification.
@@ -681,6 +699,57 @@ impl Running {
             },
             runner_failure: runner_failure.map(|l| (backend.unwrap_or("sandbox"), l)),
         }
+    }
+}
+
+// Long-running children with piped stdio (`crate::piped`, an MCP server):
+// the same checks and descriptor placement as `spawn`, the streams and the
+// child's lifetime left to the caller.
+
+/// The status channel's read end, as [`piped_command`] hands it out.
+pub(crate) type StatusReader = fds::StatusReader;
+
+/// The command [`spawn`] would start for `launch` (argv, workdir, env, the
+/// runner's loader-variable removal, a process group of its own when asked,
+/// held descriptors and the status pipe placed at their numbers), with
+/// stdin, stdout and stderr piped, and the status channel's read end.
+pub(crate) fn piped_command(
+    launch: &Launch,
+) -> Result<(Command, Option<StatusReader>), ShellError> {
+    let (program, args) = launch.argv.split_first().ok_or(ShellError::EmptyArgv)?;
+    check_slots(launch.wrap.as_ref())?;
+    check_loader_env(launch)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(&launch.workdir)
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(w) = &launch.wrap {
+        for name in &w.runner_env_remove {
+            cmd.env_remove(name);
+        }
+    }
+    if launch.own_group {
+        sys::new_group(&mut cmd);
+    }
+    let status = fds::place(&mut cmd, launch)?;
+    Ok((cmd, status))
+}
+
+/// How [`spawn`] reads a rejected spawn (the runner's failure when it can
+/// only be about the runner), for [`piped_command`]'s command.
+pub(crate) fn piped_spawn_error(launch: &Launch, err: std::io::Error) -> ShellError {
+    spawn_error(launch, err)
+}
+
+/// SIGKILL the process group led by the child `child_id` (nothing where
+/// there are no process groups).
+pub(crate) fn kill_group_of(child_id: Option<u32>) {
+    if let Some(group) = sys::group_of(child_id) {
+        sys::kill_group(group);
     }
 }
 

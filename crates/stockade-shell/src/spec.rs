@@ -1,5 +1,6 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_core::{Enforcement, ExecutionPolicy, Gap, NetworkMode, SandboxMode, texts};
@@ -25,6 +26,47 @@ pub enum Command {
     Argv(Vec<OsString>),
 }
 
+/// Which stream a chunk of output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// Sees each chunk of a command's output as it is read, for a live view
+/// (an editor showing a running command). Called on the reader task, so it
+/// must be quick and must not block; capture and classification do not
+/// depend on it.
+#[derive(Clone)]
+pub struct OutputTap(Arc<TapFn>);
+
+type TapFn = dyn Fn(OutputStream, &[u8]) + Send + Sync;
+
+impl OutputTap {
+    pub fn new(f: impl Fn(OutputStream, &[u8]) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    pub(crate) fn chunk(&self, stream: OutputStream, bytes: &[u8]) {
+        (self.0)(stream, bytes);
+    }
+}
+
+impl std::fmt::Debug for OutputTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputTap")
+    }
+}
+
+/// The same tap, not an equal closure: requests compare by what they ask.
+impl PartialEq for OutputTap {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for OutputTap {}
+
 /// What a caller asks to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellRequest {
@@ -43,6 +85,8 @@ pub struct ShellRequest {
     /// every descendant. A CLI running a command in the foreground of a
     /// terminal turns this off so the command can read the terminal.
     pub own_process_group: bool,
+    /// Shown every chunk of output as it arrives (see [`OutputTap`]).
+    pub tap: Option<OutputTap>,
 }
 
 impl ShellRequest {
@@ -64,6 +108,7 @@ impl ShellRequest {
             stdin: Stdin::Null,
             passthrough: false,
             own_process_group: true,
+            tap: None,
         }
     }
 
@@ -74,6 +119,11 @@ impl ShellRequest {
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn with_tap(mut self, tap: OutputTap) -> Self {
+        self.tap = Some(tap);
         self
     }
 

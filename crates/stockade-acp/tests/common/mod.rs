@@ -305,7 +305,9 @@ impl Seen {
     }
 
     /// The frames of one direction, request ids numbered by first
-    /// appearance, tmp paths and session ids replaced.
+    /// appearance, tmp paths and session ids replaced. A running command's
+    /// live output (a `tool_call_update` with content and no status) is
+    /// left out: how much of it there is depends on timing.
     pub fn transcript(&self, world: &World, dir: Dir) -> String {
         let frames = self.frames.lock().unwrap().clone();
         let mut ids: Vec<String> = Vec::new();
@@ -319,13 +321,21 @@ impl Seen {
                 });
                 v["id"] = json!(format!("<id-{n}>"));
             }
-            if *d == dir {
+            if *d == dir && !is_live_output(&v) {
                 out.push_str(&world.normalise(&v.to_string()));
                 out.push('\n');
             }
         }
         out
     }
+}
+
+/// A `session/update` showing a running call's output so far.
+pub fn is_live_output(frame: &Value) -> bool {
+    let u = &frame["params"]["update"];
+    u["sessionUpdate"] == "tool_call_update"
+        && u.get("status").is_none()
+        && u.get("content").is_some()
 }
 
 pub fn pipe(

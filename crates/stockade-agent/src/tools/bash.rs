@@ -1,7 +1,8 @@
 //! The bash tool: run a command under the call's resolved policy, with one
 //! approved wider retry when the mounted executor confines.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -9,14 +10,74 @@ use std::time::Duration;
 
 use stockade_core::{NetworkMode, texts};
 use stockade_session::SessionId;
-use stockade_shell::{BoxFuture, JobHandle, ShellError, ShellExecutor, ShellRequest};
+use stockade_shell::{
+    BoxFuture, JobHandle, OutputTap, ShellError, ShellExecutor, ShellRequest, ShellResult,
+};
+use tokio::sync::Notify;
 
 use crate::escalation::{
     self, EscalationArgs, EscalationGate, EscalationTarget, Grant, NetworkTarget, network_texts,
 };
 use crate::policy::PolicyService;
-use crate::tool::{Tool, ToolContext, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolOutput, ToolProgress};
 use crate::tools::render;
+
+/// A running command's output is shown at most this often.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+/// How much of a running command's output is shown: its last this many
+/// bytes (the finished result is rendered as the model sees it).
+pub const PROGRESS_TAIL: usize = 64 * 1024;
+
+/// The last [`PROGRESS_TAIL`] bytes of stdout and stderr as they arrived,
+/// interleaved, and a signal that more arrived.
+#[derive(Default)]
+struct LiveOutput {
+    tail: Mutex<VecDeque<u8>>,
+    changed: Notify,
+}
+
+impl LiveOutput {
+    fn push(&self, chunk: &[u8]) {
+        {
+            let mut t = self.tail.lock().unwrap_or_else(PoisonError::into_inner);
+            let chunk = &chunk[chunk.len().saturating_sub(PROGRESS_TAIL)..];
+            let overflow = (t.len() + chunk.len()).saturating_sub(PROGRESS_TAIL);
+            t.drain(..overflow);
+            t.extend(chunk);
+        }
+        // Stored as a permit when nobody waits: the next wait returns at once.
+        self.changed.notify_one();
+    }
+
+    /// What was kept, as text starting at a character boundary.
+    fn text(&self) -> String {
+        let all: Vec<u8> = self
+            .tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect();
+        // A cut through a UTF-8 sequence leaves continuation bytes in front.
+        let start = all
+            .iter()
+            .position(|b| (*b & 0xC0) != 0x80)
+            .unwrap_or(all.len());
+        String::from_utf8_lossy(&all[start..]).into_owned()
+    }
+
+    /// Show the output through `sink` whenever some arrived, at most once
+    /// per [`PROGRESS_INTERVAL`]; ends only by being dropped. Nothing is
+    /// shown in the first interval: a command that ends within it is shown
+    /// once, finished, without a flicker of partial output.
+    async fn pump(&self, sink: &dyn ToolProgress, ctx: &ToolContext) -> Infallible {
+        loop {
+            tokio::time::sleep(PROGRESS_INTERVAL).await;
+            self.changed.notified().await;
+            sink.progress(ctx, &self.text());
+        }
+    }
+}
 
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,6 +116,7 @@ pub struct BashTool {
     gate: EscalationGate,
     default_timeout: Duration,
     pub(crate) jobs: Jobs,
+    progress: Option<Arc<dyn ToolProgress>>,
 }
 
 impl BashTool {
@@ -69,6 +131,37 @@ impl BashTool {
             gate,
             default_timeout: Duration::from_secs(120),
             jobs: Arc::default(),
+            progress: None,
+        }
+    }
+
+    /// Show a foreground command's output through `sink` while it runs.
+    pub fn with_progress(mut self, sink: Arc<dyn ToolProgress>) -> Self {
+        self.progress = Some(sink);
+        self
+    }
+
+    /// Run in the foreground, shown live through the progress sink if one
+    /// is installed.
+    async fn run_foreground(
+        &self,
+        ctx: &ToolContext,
+        request: ShellRequest,
+    ) -> Result<ShellResult, ShellError> {
+        let Some(sink) = &self.progress else {
+            return self.executor.run(self.executor.resolve(request)).await;
+        };
+        let live = Arc::new(LiveOutput::default());
+        let tap = {
+            let live = live.clone();
+            OutputTap::new(move |_, chunk| live.push(chunk))
+        };
+        let run = self
+            .executor
+            .run(self.executor.resolve(request.with_tap(tap)));
+        tokio::select! {
+            r = run => r,
+            never = live.pump(sink.as_ref(), ctx) => match never {},
         }
     }
 
@@ -133,9 +226,8 @@ impl BashTool {
         if !args.run_in_background {
             request = request.with_timeout(timeout);
         }
-        let spec = self.executor.resolve(request);
         if args.run_in_background {
-            return match self.executor.start(spec) {
+            return match self.executor.start(self.executor.resolve(request)) {
                 Ok(handle) => {
                     let id = handle.id();
                     lock_jobs(&self.jobs).insert(
@@ -153,7 +245,7 @@ impl BashTool {
                 Err(e) => start_error(e),
             };
         }
-        match self.executor.run(spec).await {
+        match self.run_foreground(ctx, request).await {
             Ok(r) => {
                 let failed = !r.exit.success() || r.timed_out;
                 let content = render(&r, offered, granted);
@@ -211,5 +303,29 @@ impl Tool for BashTool {
         args: serde_json::Value,
     ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.run(ctx, args))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_output_keeps_the_last_bytes_from_a_character_boundary() {
+        let live = LiveOutput::default();
+        live.push(b"start\n");
+        assert_eq!(live.text(), "start\n");
+        // Past the bound only the last PROGRESS_TAIL bytes stay: here the
+        // last 5 bytes of the `é`s (two bytes each), so the first kept byte
+        // is the second half of one, which is dropped.
+        live.push("é".repeat(10).as_bytes());
+        live.push(&vec![b'x'; PROGRESS_TAIL - 5]);
+        let text = live.text();
+        assert_eq!(text.len(), PROGRESS_TAIL - 1);
+        assert!(text.starts_with("ééx"), "{}", &text[..8]);
+        assert!(!text.contains('\u{fffd}'));
+        // One chunk larger than the bound keeps its own end.
+        live.push(&vec![b'y'; 3 * PROGRESS_TAIL]);
+        assert_eq!(live.text(), "y".repeat(PROGRESS_TAIL));
     }
 }

@@ -12,10 +12,22 @@ use stockade_shell::BoxFuture;
 
 use crate::escalation::{self, EscalationArgs, EscalationGate, EscalationTarget};
 use crate::policy::PolicyService;
-use crate::tool::{Tool, ToolContext, ToolOutput};
+use crate::tool::{EditorFiles, FileDiff, Tool, ToolContext, ToolOutput, resolve_path};
 
 /// What read returns at most; the rest is cut with a notice.
 const READ_LIMIT: usize = 256 * 1024;
+
+/// A file larger than this (before or after) gets no diff: an editor
+/// cannot show it usefully, and holding it twice costs memory.
+pub const DIFF_LIMIT: u64 = 1024 * 1024;
+
+/// A file's text as it was before a write, for the diff.
+enum Before {
+    Missing,
+    Text(String),
+    /// Binary, too large, or unreadable: no diff is shown.
+    Unshowable,
+}
 
 /// Shared by the three tools.
 #[derive(Clone)]
@@ -27,10 +39,24 @@ struct Files {
 
 impl Files {
     fn absolute(&self, ctx: &ToolContext, path: &Path) -> PathBuf {
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            self.policy.workspace_root(ctx.session.as_ref()).join(path)
+        resolve_path(&self.policy.workspace_root(ctx.session.as_ref()), path)
+    }
+
+    /// The text at `path` for a diff, read under the call's own policy, so
+    /// the deny-read fence decides here as it does for the read tool.
+    fn text_for_diff(&self, path: &Path, policy: &stockade_core::ExecutionPolicy) -> Before {
+        // Cheap refusal of a huge file before it is read whole; the fenced
+        // read below still decides what may be read.
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > DIFF_LIMIT) {
+            return Before::Unshowable;
+        }
+        match self.fs.read_under(path, policy) {
+            Ok(bytes) if bytes.len() as u64 <= DIFF_LIMIT => {
+                String::from_utf8(bytes).map_or(Before::Unshowable, Before::Text)
+            }
+            Ok(_) => Before::Unshowable,
+            Err(FsError::NotFound { .. }) => Before::Missing,
+            Err(_) => Before::Unshowable,
         }
     }
 
@@ -61,13 +87,15 @@ impl Files {
     }
 
     /// A refusal reads like bash's: marker first, then the instruction and,
-    /// where escalation exists, the hint.
-    fn failure(&self, e: &FsError) -> ToolOutput {
+    /// where escalation exists and the one retry was not already granted,
+    /// the hint.
+    fn failure(&self, e: &FsError, granted: Option<SandboxMode>) -> ToolOutput {
         let mut text = e.to_string();
         if e.is_denied() {
             text.push('\n');
             text.push_str(texts::DENIAL_INSTRUCTION);
             if self.fs.fences()
+                && granted.is_none()
                 && e.denied_mode()
                     .is_some_and(|m| m < SandboxMode::DangerFullAccess)
             {
@@ -91,6 +119,35 @@ fn granted_note(granted: Option<SandboxMode>) -> String {
     })
 }
 
+/// The diff of one write: `created` is what the file system saw, which
+/// outranks what was read before (the file may have changed in between).
+fn diff(path: PathBuf, before: Before, created: bool, new_text: String) -> Option<FileDiff> {
+    if new_text.len() as u64 > DIFF_LIMIT {
+        return None;
+    }
+    let old_text = match (before, created) {
+        (_, true) => None,
+        (Before::Text(t), false) => Some(t),
+        (Before::Missing | Before::Unshowable, false) => return None,
+    };
+    Some(FileDiff {
+        path,
+        old_text,
+        new_text,
+    })
+}
+
+/// What the model is shown of a file's bytes: at most [`READ_LIMIT`], then
+/// a notice of how much more there was.
+fn shown(bytes: &[u8]) -> String {
+    let cut = bytes.len().saturating_sub(READ_LIMIT);
+    let mut text = String::from_utf8_lossy(&bytes[..bytes.len() - cut]).into_owned();
+    if cut > 0 {
+        text.push_str(&format!("\n[stockade: {cut} more bytes not shown]"));
+    }
+    text
+}
+
 macro_rules! parse {
     ($tool:literal, $args:expr) => {
         match serde_json::from_value($args) {
@@ -105,7 +162,7 @@ macro_rules! parse {
     };
 }
 
-pub struct ReadTool(Files);
+pub struct ReadTool(Files, Option<Arc<dyn EditorFiles>>);
 pub struct WriteTool(Files);
 pub struct EditTool(Files);
 
@@ -116,7 +173,7 @@ pub fn file_tools(
     gate: EscalationGate,
 ) -> (ReadTool, WriteTool, EditTool) {
     let f = Files { fs, policy, gate };
-    (ReadTool(f.clone()), WriteTool(f.clone()), EditTool(f))
+    (ReadTool(f.clone(), None), WriteTool(f.clone()), EditTool(f))
 }
 
 #[derive(serde::Deserialize)]
@@ -149,12 +206,37 @@ struct EditArgs {
 }
 
 impl ReadTool {
+    /// Read through `editor` (its buffers, unsaved changes included) where
+    /// it serves reads. The file system's fence still decides first: a path
+    /// it refuses is never asked of the editor.
+    pub fn with_editor(mut self, editor: Arc<dyn EditorFiles>) -> Self {
+        self.1 = Some(editor);
+        self
+    }
+
+    /// The editor's text of `path`, when it serves this call, the fence
+    /// allows the path, and it answers. Checked again after it answered: a
+    /// path swapped for a link to a denied file meanwhile is refused.
+    async fn through_editor(
+        &self,
+        ctx: &ToolContext,
+        path: &Path,
+        policy: &stockade_core::ExecutionPolicy,
+    ) -> Option<Result<String, FsError>> {
+        let editor = self.1.as_ref()?;
+        let text = editor.read_text(ctx, path).await?.ok()?;
+        Some(match self.0.fs.read_under(path, policy) {
+            Ok(_) | Err(FsError::NotFound { .. }) => Ok(text),
+            Err(e) => Err(e),
+        })
+    }
+
     async fn run(&self, ctx: &ToolContext, args: serde_json::Value) -> ToolOutput {
         let a: ReadArgs = parse!("read", args);
         let path = self.0.absolute(ctx, &a.path);
         // A grant is not noted in the result: it is the file's text, and
         // the user saw the ask.
-        let (policy, _) = match self
+        let (policy, granted) = match self
             .0
             .policy_for(ctx, "read", &path, a.sandbox_permissions, a.justification)
             .await
@@ -162,16 +244,20 @@ impl ReadTool {
             Ok(p) => p,
             Err(refused) => return refused,
         };
-        match self.0.fs.read_under(&path, &policy) {
-            Ok(bytes) => {
-                let cut = bytes.len().saturating_sub(READ_LIMIT);
-                let mut text = String::from_utf8_lossy(&bytes[..bytes.len() - cut]).into_owned();
-                if cut > 0 {
-                    text.push_str(&format!("\n[stockade: {cut} more bytes not shown]"));
-                }
-                ToolOutput::ok(text)
+        let disk = self.0.fs.read_under(&path, &policy);
+        // A missing file may still be an unsaved buffer; anything else the
+        // file system refused or failed is never asked of the editor.
+        if matches!(disk, Ok(_) | Err(FsError::NotFound { .. })) {
+            match self.through_editor(ctx, &path, &policy).await {
+                Some(Ok(text)) => return ToolOutput::ok(shown(text.as_bytes())),
+                Some(Err(e)) => return self.0.failure(&e, granted),
+                // Not served, or the editor failed: the disk answers.
+                None => {}
             }
-            Err(e) => self.0.failure(&e),
+        }
+        match disk {
+            Ok(bytes) => ToolOutput::ok(shown(&bytes)),
+            Err(e) => self.0.failure(&e, granted),
         }
     }
 }
@@ -188,6 +274,7 @@ impl WriteTool {
             Ok(p) => p,
             Err(refused) => return refused,
         };
+        let before = self.0.text_for_diff(&path, &policy);
         match self.0.fs.write(&path, a.content.as_bytes(), &policy) {
             Ok(w) => ToolOutput::ok(format!(
                 "{} {} ({} bytes){}",
@@ -195,8 +282,9 @@ impl WriteTool {
                 w.path.display(),
                 w.bytes,
                 granted_note(granted)
-            )),
-            Err(e) => self.0.failure(&e),
+            ))
+            .with_diff(diff(w.path, before, w.created, a.content)),
+            Err(e) => self.0.failure(&e, granted),
         }
     }
 }
@@ -213,19 +301,28 @@ impl EditTool {
             Ok(p) => p,
             Err(refused) => return refused,
         };
+        let before = self.0.text_for_diff(&path, &policy);
         match self
             .0
             .fs
             .edit(&path, &a.old_string, &a.new_string, a.replace_all, &policy)
         {
-            Ok(e) => ToolOutput::ok(format!(
-                "edited {} ({} replacement{}){}",
-                e.path.display(),
-                e.replacements,
-                if e.replacements == 1 { "" } else { "s" },
-                granted_note(granted)
-            )),
-            Err(e) => self.0.failure(&e),
+            Ok(e) => {
+                // The text as written, read back under the same policy.
+                let after = match self.0.text_for_diff(&path, &policy) {
+                    Before::Text(t) => Some(t),
+                    Before::Missing | Before::Unshowable => None,
+                };
+                ToolOutput::ok(format!(
+                    "edited {} ({} replacement{}){}",
+                    e.path.display(),
+                    e.replacements,
+                    if e.replacements == 1 { "" } else { "s" },
+                    granted_note(granted)
+                ))
+                .with_diff(after.and_then(|t| diff(e.path, before, false, t)))
+            }
+            Err(e) => self.0.failure(&e, granted),
         }
     }
 }
