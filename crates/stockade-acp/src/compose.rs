@@ -67,6 +67,8 @@ pub struct Composition {
     pub auth: Arc<ModelAuth>,
     /// How a session's MCP servers are started (through bash's executor).
     pub mcp: McpLauncher,
+    /// The configured model takes images (`[model] images`).
+    pub images: bool,
 }
 
 impl std::fmt::Debug for Composition {
@@ -249,5 +251,6 @@ pub fn compose(
         confines,
         auth,
         mcp,
+        images: config.model.images,
     })
 }

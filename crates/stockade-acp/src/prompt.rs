@@ -11,12 +11,28 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Error, ErrorCode};
 
-/// What `initialize` advertises: embedded context, no images, no audio.
-pub(crate) fn capabilities() -> PromptCapabilities {
+/// What `initialize` advertises: embedded context, images exactly when the
+/// configured model takes them (`[model] images`), no audio.
+pub(crate) fn capabilities(images: bool) -> PromptCapabilities {
     PromptCapabilities::new()
         .embedded_context(true)
-        .image(false)
+        .image(images)
         .audio(false)
+}
+
+/// The images of a prompt whose model takes them; `text` refuses them
+/// otherwise.
+pub(crate) fn images(blocks: &[ContentBlock]) -> Vec<stockade_agent::agent::Image> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Image(i) => Some(stockade_agent::agent::Image {
+                mime_type: i.mime_type.clone(),
+                data: i.data.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 fn refused(kind: &str) -> Error {
@@ -97,13 +113,16 @@ fn embedded(r: &EmbeddedResource) -> Result<String, Error> {
 }
 
 /// The user's message, or the error the whole prompt is refused with.
-pub(crate) fn text(blocks: &[ContentBlock]) -> Result<String, Error> {
+/// With `images_ok` an image block is taken (see [`images`]) and counted
+/// here only by where it sat.
+pub(crate) fn text(blocks: &[ContentBlock], images_ok: bool) -> Result<String, Error> {
     let mut parts = Vec::with_capacity(blocks.len());
     for b in blocks {
         parts.push(match b {
             ContentBlock::Text(t) => t.text.clone(),
             ContentBlock::ResourceLink(l) => link(l),
             ContentBlock::Resource(r) => embedded(r)?,
+            ContentBlock::Image(i) if images_ok => format!("[image attached: {}]", i.mime_type),
             ContentBlock::Image(_) => return Err(refused("images")),
             ContentBlock::Audio(_) => return Err(refused("audio")),
             _ => return Err(refused("this kind of content")),
@@ -142,7 +161,7 @@ mod tests {
             )),
         ];
         assert_eq!(
-            text(&blocks).unwrap(),
+            text(&blocks, false).unwrap(),
             "look at these\n\
              [mentioned: /w/src/main.rs (main.rs)]\n\
              [mentioned: /w/a b (a b)]\n\
@@ -151,7 +170,7 @@ mod tests {
              [attached: /w/logo.png (image/png, binary, not shown)]"
         );
         let image = ContentBlock::Image(ImageContent::new("AAAA", "image/png"));
-        let e = text(&[ContentBlock::from("hi".to_owned()), image]).unwrap_err();
+        let e = text(&[ContentBlock::from("hi".to_owned()), image], false).unwrap_err();
         assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
         assert!(e.message.contains("does not take images"), "{e:?}");
     }

@@ -270,7 +270,7 @@ impl AcpServer {
             .agent_capabilities(
                 AgentCapabilities::new()
                     .load_session(true)
-                    .prompt_capabilities(crate::prompt::capabilities())
+                    .prompt_capabilities(crate::prompt::capabilities(self.comp.images))
                     .mcp_capabilities(crate::mcp::capabilities()),
             )
             .auth_methods(self.comp.auth.methods())
@@ -549,9 +549,14 @@ impl AcpServer {
         if !self.comp.auth.ready() {
             return responder.respond_with_error(self.comp.auth.required());
         }
-        let text = match crate::prompt::text(&req.prompt) {
+        let text = match crate::prompt::text(&req.prompt, self.comp.images) {
             Ok(t) => t,
             Err(e) => return responder.respond_with_error(e),
+        };
+        let images = if self.comp.images {
+            crate::prompt::images(&req.prompt)
+        } else {
+            Vec::new()
         };
         let started = {
             let mut slots = self.live.lock();
@@ -593,7 +598,7 @@ impl AcpServer {
                     return responder.respond_with_error(e);
                 }
             };
-            let run = agent.prompt(&session, &text, &streamer, &cancel);
+            let run = agent.prompt_with_images(&session, &text, &images, &streamer, &cancel);
             tokio::pin!(run);
             let result = tokio::select! {
                 r = &mut run => r,

@@ -246,6 +246,7 @@ pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
                 call_id, content, *is_error, None,
             ))),
             Event::Message { .. }
+            | Event::UserImage { .. }
             | Event::ApprovalAsked { .. }
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }

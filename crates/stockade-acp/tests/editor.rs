@@ -696,3 +696,57 @@ async fn reads_go_through_the_editors_buffers_but_never_past_the_fence() {
     assert_eq!(last_content(&w.model_messages()[6]), "saved\n");
     assert_eq!(reads.lock().unwrap().len(), 3);
 }
+
+/// With `[model] images = true` the agent advertises images, and an image
+/// in a prompt reaches the model as an image content part (a data URL),
+/// also when the session is resumed from its log.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_takes_images_gets_them() {
+    let Some(w) = World::new(vec![say("a cat"), say("still a cat")]) else {
+        return;
+    };
+    let seen = Arc::new(Seen::default());
+    let ws = w.ws.clone();
+    let config = w.dir.path().join("images.toml");
+    let server = w.server_at(&WRITE, &config, &w.state, |text: String| {
+        text.replace("max_retries = 0\n", "max_retries = 0\nimages = true\n")
+    });
+    let caps = run(server, Answer::Allow, seen, async move |cx| {
+        let init = cx
+            .send_request(InitializeRequest::new(ProtocolVersion::V1))
+            .block_task()
+            .await?;
+        let s = cx
+            .send_request(NewSessionRequest::new(&ws))
+            .block_task()
+            .await?;
+        let blocks = vec![
+            ContentBlock::from("what is this?".to_owned()),
+            ContentBlock::Image(ImageContent::new("iVBORw0KGgo=", "image/png")),
+        ];
+        cx.send_request(PromptRequest::new(s.session_id.clone(), blocks))
+            .block_task()
+            .await?;
+        cx.send_request(prompt(&s.session_id, "and now?"))
+            .block_task()
+            .await?;
+        Ok(init.agent_capabilities.prompt_capabilities)
+    })
+    .await;
+    assert!(caps.image, "{caps:?}");
+    let requests = w.model_messages();
+    assert_eq!(requests.len(), 2);
+    for r in &requests {
+        let parts: Vec<&serde_json::Value> = r
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user" && m["content"].is_array())
+            .collect();
+        assert_eq!(parts.len(), 1, "{r:#}");
+        assert_eq!(
+            parts[0]["content"][0]["image_url"]["url"],
+            "data:image/png;base64,iVBORw0KGgo="
+        );
+    }
+}

@@ -71,6 +71,13 @@ impl Observer for Silent {
     fn update(&self, _: &Session, _: AgentUpdate) {}
 }
 
+/// An image attached to a prompt: base64 `data` of `mime_type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    pub mime_type: String,
+    pub data: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
     EndTurn,
@@ -199,6 +206,10 @@ impl Agent {
                 | Event::SandboxMode { .. }
                 | Event::SandboxNetwork { .. }
                 | Event::ApprovalPolicy { .. } => {}
+                Event::UserImage { mime_type, data } => out.push(ChatMessage::UserImage {
+                    mime_type: mime_type.clone(),
+                    data: data.clone(),
+                }),
             }
         }
         out
@@ -222,11 +233,32 @@ impl Agent {
         observer: &dyn Observer,
         cancel: &Cancel,
     ) -> Result<StopReason, AgentError> {
+        self.prompt_with_images(session, text, &[], observer, cancel)
+            .await
+    }
+
+    /// [`Self::prompt`] with images attached to the user's message (only
+    /// for a model that takes them: the caller decides), each logged after
+    /// the message so a resumed session sends them again.
+    pub async fn prompt_with_images(
+        &self,
+        session: &Session,
+        text: &str,
+        images: &[Image],
+        observer: &dyn Observer,
+        cancel: &Cancel,
+    ) -> Result<StopReason, AgentError> {
         session.append(Event::Message {
             role: Role::User,
             content: text.into(),
             source: None,
         })?;
+        for image in images {
+            session.append(Event::UserImage {
+                mime_type: image.mime_type.clone(),
+                data: image.data.clone(),
+            })?;
+        }
         let specs: Vec<ToolSpec> = self
             .tools
             .iter()

@@ -51,7 +51,7 @@ pub fn conversation(records: &[Record]) -> Vec<Cow<'_, Event>> {
                     out.push(Cow::Borrowed(&record.event));
                 }
             }
-            Event::Message { .. } => {
+            Event::Message { .. } | Event::UserImage { .. } => {
                 close(&mut pending, &mut out);
                 out.push(Cow::Borrowed(&record.event));
             }

@@ -111,6 +111,10 @@ pub enum Event {
         policy: ApprovalPolicy,
         source: KnobSource,
     },
+    /// An image the user attached to the user message just before it, as
+    /// the model receives it (base64 data of `mime_type`).
+    #[serde(rename = "user/image")]
+    UserImage { mime_type: String, data: String },
 }
 
 impl Event {
@@ -125,6 +129,7 @@ impl Event {
             Event::SandboxMode { .. } => "sandbox/mode",
             Event::SandboxNetwork { .. } => "sandbox/network",
             Event::ApprovalPolicy { .. } => "approval/policy",
+            Event::UserImage { .. } => "user/image",
         }
     }
 }

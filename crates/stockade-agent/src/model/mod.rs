@@ -69,6 +69,9 @@ pub struct ModelConfig {
     /// Ask for a streamed (SSE) response. Off for servers whose streamed
     /// tool calls are broken; the client reads either answer regardless.
     pub stream: bool,
+    /// The model takes images: prompts may attach them (sent as image
+    /// content parts). Off by default; an image is then refused.
+    pub images: bool,
 }
 
 impl Default for ModelConfig {
@@ -80,6 +83,7 @@ impl Default for ModelConfig {
             timeout: DEFAULT_TIMEOUT,
             max_retries: DEFAULT_MAX_RETRIES,
             stream: true,
+            images: false,
         }
     }
 }
@@ -207,6 +211,11 @@ pub enum ChatMessage {
         tool_call_id: String,
         content: String,
     },
+    /// An image the user attached, sent as a user message of its own.
+    UserImage {
+        mime_type: String,
+        data: String,
+    },
 }
 
 impl ChatMessage {
@@ -255,6 +264,7 @@ impl ChatMessage {
             Self::User { .. } => "user",
             Self::Assistant { .. } => "assistant",
             Self::Tool { .. } => "tool",
+            Self::UserImage { .. } => "user",
         }
     }
 
@@ -293,6 +303,14 @@ impl ChatMessage {
                 tool_call_id,
                 content,
             } => json!({ "role": "tool", "tool_call_id": tool_call_id, "content": content }),
+            // OpenAI's content-part form, which vision models take.
+            Self::UserImage { mime_type, data } => json!({
+                "role": "user",
+                "content": [{
+                    "type": "image_url",
+                    "image_url": { "url": format!("data:{mime_type};base64,{data}") }
+                }]
+            }),
         }
     }
 }

@@ -21,6 +21,7 @@ fn config(server: &ScriptedServer) -> ModelConfig {
         timeout: Duration::from_secs(10),
         max_retries: 2,
         stream: true,
+        images: false,
     }
 }
 
@@ -673,4 +674,19 @@ fn model_debug_redacts_the_key() {
     let d = format!("{c:?}");
     assert!(!d.contains("sk-secret") && d.contains("redacted"), "{d}");
     assert_eq!(c.endpoint(), "https://api.deepseek.com/chat/completions");
+}
+
+#[test]
+fn an_image_is_a_user_message_of_one_image_part() {
+    let m = ChatMessage::UserImage {
+        mime_type: "image/png".into(),
+        data: "AAAA".into(),
+    };
+    assert_eq!(
+        m.to_wire(),
+        serde_json::json!({
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+        })
+    );
 }
