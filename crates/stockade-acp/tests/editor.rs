@@ -220,7 +220,7 @@ async fn a_running_command_streams_its_output_while_it_runs() {
             "call-1",
             "bash",
             json!({
-                "command": "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.2; done",
+                "command": "for i in 1 2 3 4 5 6 7 8 9 10; do echo tick $i; sleep 0.3; done",
                 "description": "tick for a while"
             }),
         ),
@@ -243,14 +243,14 @@ async fn a_running_command_streams_its_output_while_it_runs() {
         .collect();
     assert!(live.len() >= 2, "at least two live updates: {live:?}");
     assert!(
-        live[0].starts_with("tick 1\n") && !live[0].contains("tick 6"),
+        live[0].starts_with("tick 1\n") && !live[0].contains("tick 10"),
         "the first is partial: {live:?}"
     );
     // Each shows all so far (the tail is far from its bound here).
     for pair in live.windows(2) {
         assert!(pair[1].starts_with(&pair[0]), "{live:?}");
     }
-    assert!(text_of(&updates[done].1).contains("tick 6"));
+    assert!(text_of(&updates[done].1).contains("tick 10"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
