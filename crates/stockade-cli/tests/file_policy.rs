@@ -570,3 +570,61 @@ fn a_secret_this_user_cannot_reach_does_not_stop_the_run() {
         );
     }
 }
+
+/// The attack on the next run: an extra root beneath /tmp (which a run may
+/// write) is renamed away and replaced by a symlink to a directory outside
+/// every root. The next run's `--writable` of that path is refused (a
+/// symlink planted in a writable root is no evidence of what the user
+/// meant) and nothing lands where it points.
+#[test]
+fn an_extra_root_replaced_by_a_planted_symlink_is_never_followed() {
+    for who in users() {
+        for backend in backends() {
+            let s = Scratch::new(who);
+            let tmp = tempfile::Builder::new()
+                .prefix("stockade-extra-")
+                .tempdir_in("/tmp")
+                .unwrap();
+            let cache = tmp.path().join("cache");
+            let outside = s.state.join("outside");
+            fs::create_dir(&cache).unwrap();
+            fs::create_dir(&outside).unwrap();
+            who.own(tmp.path());
+            s.own();
+            let cache_s = cache.display().to_string();
+            let out = s.exec(
+                backend,
+                &["--writable", &cache_s],
+                &format!(
+                    "mv '{cache_s}' '{cache_s}.moved' && ln -s '{}' '{cache_s}'",
+                    outside.display()
+                ),
+            );
+            // bwrap makes the root a mount point (the rename fails);
+            // Landlock lets it happen. Either way the next run meets the
+            // planted symlink.
+            if !fs::symlink_metadata(&cache)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+            {
+                assert!(backend == "bwrap" || !out.status.success(), "{out:?}");
+                fs::rename(&cache, tmp.path().join("cache.moved2")).unwrap();
+                std::os::unix::fs::symlink(&outside, &cache).unwrap();
+            }
+            let out = s.exec(
+                backend,
+                &["--writable", &cache_s],
+                &format!("touch '{cache_s}/planted'"),
+            );
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{who:?} {backend}: {err}");
+            assert!(err.contains(&cache_s), "{who:?} {backend}: {err}");
+            assert_eq!(
+                fs::read_dir(&outside).unwrap().count(),
+                0,
+                "{who:?} {backend}: wrote through the planted symlink"
+            );
+        }
+    }
+}

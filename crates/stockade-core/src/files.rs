@@ -34,15 +34,6 @@ impl FilePolicy {
     pub fn is_empty(&self) -> bool {
         self.writable_roots.is_empty() && self.deny_read.is_empty() && self.read_only.is_empty()
     }
-
-    /// The denied path that `path` is or lies beneath (lexically; callers
-    /// that hold identities judge by those instead).
-    pub fn denied_read(&self, path: &Path) -> Option<&Path> {
-        self.deny_read
-            .iter()
-            .find(|d| path.starts_with(d))
-            .map(PathBuf::as_path)
-    }
 }
 
 /// Which list an entry belongs to, for messages and for what it may hold.
@@ -426,11 +417,6 @@ mod tests {
         };
         let text = serde_json::to_string(&p).unwrap();
         assert_eq!(serde_json::from_str::<FilePolicy>(&text).unwrap(), p);
-        assert_eq!(
-            p.denied_read(Path::new("/h/.ssh/id")),
-            Some(Path::new("/h/.ssh"))
-        );
-        assert_eq!(p.denied_read(Path::new("/h/.sshx")), None);
         assert!(FilePolicy::default().is_empty());
     }
 }

@@ -124,12 +124,6 @@ impl RootPins {
         Ok(Some(held))
     }
 
-    /// Every extra root held so far.
-    pub fn extra_roots_held(&self) -> Vec<Arc<HeldDir>> {
-        let map = self.extras.lock().unwrap_or_else(PoisonError::into_inner);
-        map.values().cloned().collect()
-    }
-
     /// Refuse `root` when a registered control path lies beneath it.
     pub fn refuse_containing(&self, root: &HeldDir) -> Result<(), RootError> {
         let list = self.control.lock().unwrap_or_else(PoisonError::into_inner);
