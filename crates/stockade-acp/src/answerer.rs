@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     Content, ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, SessionUpdate, ToolCallContent, ToolCallId,
-    ToolCallUpdate, ToolCallUpdateFields,
+    RequestPermissionRequest, SessionUpdate, ToolCallContent, ToolCallId, ToolCallUpdate,
+    ToolCallUpdateFields,
 };
 use stockade_agent::{Answerer, ApprovalRequest};
 use stockade_core::ApprovalOutcome;
@@ -29,10 +29,19 @@ impl AcpAnswerer {
     async fn ask(&self, r: &ApprovalRequest) -> Option<ApprovalOutcome> {
         // Asked only from inside a running prompt, whose connection is the
         // one to ask. No running prompt: nobody to ask, the chain decides.
-        let cx = self.live.client_of(r.session.as_str())?;
-        let id = SessionId::new(r.session.as_str());
+        // A `task` child's question is asked in the session the user sees,
+        // under the task call that runs the child.
+        let route = self.live.route(&r.session)?;
+        let (cx, id) = (route.cx, route.session);
+        let delegated = route.task_call.is_some();
+        let call_id = route.task_call.unwrap_or_else(|| r.call_id.clone());
+        let title = format!("{} under {}: {}", r.tool, r.under(), r.subject);
         let fields = ToolCallUpdateFields::new()
-            .title(format!("{} under {}: {}", r.tool, r.under(), r.subject))
+            .title(if delegated {
+                format!("task: {title}")
+            } else {
+                title
+            })
             .content(vec![ToolCallContent::Content(Content::new(
                 ContentBlock::from(format!(
                     "The agent asks to run this one call under {}: {}",
@@ -42,7 +51,7 @@ impl AcpAnswerer {
             ))]);
         let request = RequestPermissionRequest::new(
             id.clone(),
-            ToolCallUpdate::new(ToolCallId::new(r.call_id.as_str()), fields),
+            ToolCallUpdate::new(ToolCallId::new(call_id.as_str()), fields),
             vec![
                 PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
                 PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
@@ -78,7 +87,9 @@ impl AcpAnswerer {
                 ApprovalOutcome::Cancelled
             }
         };
-        if outcome == ApprovalOutcome::AllowedOnce {
+        // A task call is running already; only a call of the session's own
+        // waited, pending, for the answer.
+        if outcome == ApprovalOutcome::AllowedOnce && !delegated {
             send(
                 &cx,
                 &id,

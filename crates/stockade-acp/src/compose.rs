@@ -9,15 +9,17 @@ use std::time::Duration;
 
 use stockade_agent::agent::Agent;
 use stockade_agent::config::{Config, Implementation};
+use stockade_agent::hooks::Hooks;
 use stockade_agent::tools::files::file_tools;
 use stockade_agent::{
-    Answerer, ApprovalService, BashTool, EditorFiles, EscalationGate, PolicyContext, PolicyService,
-    PresetService, Tool, ToolProgress,
+    Answerer, ApprovalService, BashTool, Delegations, EditorFiles, EscalationGate, PolicyContext,
+    PolicyService, PresetService, TaskTool, Tool, ToolProgress,
 };
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
 use stockade_mcp::Launcher as McpLauncher;
 use stockade_roots::RootPins;
+use stockade_session::SessionStore;
 use stockade_shell::{SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 
 use crate::auth::{AuthedModel, ModelAuth};
@@ -31,6 +33,15 @@ pub struct EditorHooks {
     pub progress: Option<Arc<dyn ToolProgress>>,
     /// Read by the read tool, after the fence allowed the path.
     pub files: Option<Arc<dyn EditorFiles>>,
+}
+
+/// Where sessions live, for the `task` tool's children.
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    pub store: SessionStore,
+    /// The running children, shared with the front end, which shows a
+    /// child's questions under its parent's task call.
+    pub delegations: Arc<Delegations>,
 }
 
 /// Where the pieces that are not in `stockade.toml` come from.
@@ -152,13 +163,14 @@ fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>,
 
 /// Mount what `config` names. `answerer` is the last link of the approval
 /// chain (the ACP client, asked through `session/request_permission`); it
-/// is consulted only when `[approval]` is configured. `hooks` is what the
-/// editor lends the tools.
+/// is consulted only when `[approval]` is configured. `editor` is what the
+/// editor lends the tools; `sessions` is where a `task`'s children go.
 pub fn compose(
     config: &Config,
     env: &Environment,
     answerer: Arc<dyn Answerer>,
-    hooks: EditorHooks,
+    editor: EditorHooks,
+    sessions: &Sessions,
 ) -> Result<Composition, ServeError> {
     // The file policy and the allowed hosts ride every call this service
     // resolves: bash and the file tools get the same lists.
@@ -216,19 +228,27 @@ pub fn compose(
     };
 
     let gate = EscalationGate::new(approval.clone());
+    // Hooks ride the shell tool's executor: confined exactly as its
+    // commands are, under the session's own policy.
+    let hooks = Arc::new(Hooks::new(
+        config.hooks.clone(),
+        executor.clone(),
+        policy.clone(),
+    ));
     let mut bash = BashTool::new(executor, policy.clone(), gate.clone());
     if let Some(ms) = config.bash.timeout_ms {
         bash = bash.with_default_timeout(Duration::from_millis(ms));
     }
-    if let Some(p) = hooks.progress {
-        bash = bash.with_progress(p);
+    if let Some(p) = &editor.progress {
+        bash = bash.with_progress(p.clone());
     }
     let job_output = bash.job_output();
+    let jobs = bash.jobs();
     let (mut read, write, edit) = file_tools(fs.clone(), policy.clone(), gate);
-    if let Some(f) = hooks.files {
+    if let Some(f) = editor.files {
         read = read.with_editor(f);
     }
-    let tools: Vec<Arc<dyn Tool>> = vec![
+    let mut tools: Vec<Arc<dyn Tool>> = vec![
         Arc::new(bash),
         Arc::new(job_output),
         Arc::new(read),
@@ -241,8 +261,26 @@ pub fn compose(
     // the editor to authenticate, and any other model misconfiguration
     // fails at startup rather than at the first prompt.
     let auth = Arc::new(ModelAuth::new(config.model.clone())?);
-    let model = AuthedModel(auth.clone());
-    let agent = Agent::new(Arc::new(model), tools, context).with_max_steps(config.agent.max_steps);
+    let model: Arc<AuthedModel> = Arc::new(AuthedModel(auth.clone()));
+    if config.agent.task {
+        // The child gets every tool but `task`: delegation is one level.
+        let child = Agent::new(model.clone(), tools.clone(), context.clone())
+            .with_max_steps(config.agent.max_steps)
+            .with_hooks(hooks.clone());
+        let mut task = TaskTool::new(
+            Arc::new(child),
+            sessions.store.clone(),
+            sessions.delegations.clone(),
+        )
+        .with_jobs(jobs);
+        if let Some(p) = &editor.progress {
+            task = task.with_progress(p.clone());
+        }
+        tools.push(Arc::new(task));
+    }
+    let agent = Agent::new(model, tools, context)
+        .with_max_steps(config.agent.max_steps)
+        .with_hooks(hooks);
     Ok(Composition {
         agent: Arc::new(agent),
         policy,

@@ -64,8 +64,10 @@ impl EditorFiles for EditorBridge {
                 return None;
             }
             let session = ctx.session.as_ref()?;
-            let cx = self.live.client_of(session.id().as_str())?;
-            let id = SessionId::new(session.id().as_str());
+            // A `task` child reads through the editor of the session it
+            // was delegated from.
+            let route = self.live.route(session.id())?;
+            let (cx, id) = (route.cx, route.session);
             // Dropping this future (the prompt was cancelled) withdraws the
             // request, as for a permission request.
             match cx

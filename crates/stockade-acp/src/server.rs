@@ -28,7 +28,7 @@ use stockade_roots::RootPins;
 use stockade_session::{Session, SessionStore};
 
 use crate::answerer::AcpAnswerer;
-use crate::compose::{Composition, EditorHooks, Environment, compose};
+use crate::compose::{Composition, EditorHooks, Environment, Sessions, compose};
 use crate::control::ControlFiles;
 use crate::editor::EditorBridge;
 use crate::error::ServeError;
@@ -51,12 +51,47 @@ struct Running {
 
 /// The sessions of this server, shared with the answerer, which must find
 /// the connection of the prompt that asks.
-#[derive(Default)]
 pub(crate) struct Live {
     slots: Mutex<HashMap<String, Slot>>,
+    /// The running `task` children: a child's question is asked in the
+    /// session the user sees, under the task call that runs it.
+    delegations: Arc<stockade_agent::Delegations>,
+}
+
+/// Where to ask about a session's call: the connection, the session the
+/// client knows, and the call there to show it under.
+pub(crate) struct Route {
+    pub cx: ConnectionTo<Client>,
+    pub session: SessionId,
+    /// The parent's `task` call, when the asking session is its child.
+    pub task_call: Option<String>,
 }
 
 impl Live {
+    fn new(delegations: Arc<stockade_agent::Delegations>) -> Self {
+        Self {
+            slots: Mutex::default(),
+            delegations,
+        }
+    }
+
+    /// Where a question from `session` goes: its own prompt's connection,
+    /// or, for a `task` child, the connection of the top session's prompt.
+    pub(crate) fn route(&self, session: &stockade_session::SessionId) -> Option<Route> {
+        match self.delegations.origin(session) {
+            Some(d) => Some(Route {
+                cx: self.client_of(d.parent.as_str())?,
+                session: SessionId::new(d.parent.as_str()),
+                task_call: Some(d.call_id),
+            }),
+            None => Some(Route {
+                cx: self.client_of(session.as_str())?,
+                session: SessionId::new(session.as_str()),
+                task_call: None,
+            }),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
         // Every change is one map operation, so a panic elsewhere cannot
         // leave a half-made entry behind.
@@ -124,14 +159,19 @@ impl AcpServer {
             log_dir: store.dir().to_path_buf(),
         };
         control.check_at_startup(config, env)?;
-        let live = Arc::new(Live::default());
+        let delegations = Arc::new(stockade_agent::Delegations::default());
+        let live = Arc::new(Live::new(delegations.clone()));
         let answerer = Arc::new(AcpAnswerer { live: live.clone() });
         let editor = Arc::new(EditorBridge::new(live.clone()));
         let hooks = EditorHooks {
             progress: Some(editor.clone()),
             files: Some(editor.clone()),
         };
-        let comp = compose(config, env, answerer, hooks)?;
+        let sessions = Sessions {
+            store: store.clone(),
+            delegations,
+        };
+        let comp = compose(config, env, answerer, hooks, &sessions)?;
         control.hold_extra_roots(config, env)?;
         Ok(Self {
             comp,
@@ -381,6 +421,7 @@ impl AcpServer {
             }
         };
         let modes = self.modes(&session);
+        self.session_started(&session, "new").await;
         let id = self.register(session, mcp);
         Ok(NewSessionResponse::new(id).modes(modes))
     }
@@ -441,8 +482,22 @@ impl AcpServer {
             send(cx, &id, update);
         }
         let modes = self.modes(&session);
+        if !open {
+            self.session_started(&session, "load").await;
+        }
         self.register(session, mcp);
         Ok(LoadSessionResponse::new().modes(modes))
+    }
+
+    /// The `session_start` hooks. Their outcome is in the session's log; a
+    /// log that cannot be written is reported here, and the session goes on.
+    async fn session_started(&self, session: &Session, source: &str) {
+        if let Err(e) = self.comp.agent.session_started(session, source).await {
+            log(format_args!(
+                "session {}: session_start hooks: {e}",
+                session.id()
+            ));
+        }
     }
 
     fn set_mode(

@@ -82,6 +82,11 @@ pub(crate) fn describe(
                 locations,
             )
         }
+        "task" => (
+            format!("task: {}", field("description").unwrap_or("")),
+            ToolKind::Think,
+            Vec::new(),
+        ),
         "job_output" => {
             let id = args.get("job_id").map(Value::to_string).unwrap_or_default();
             (
@@ -105,8 +110,15 @@ fn tool_call(id: &str, name: &str, raw_arguments: &str, cwd: &Path) -> ToolCall 
 }
 
 /// A finished call: the change it made to a file first (an editor shows it
-/// as a diff), then its result as the model read it.
-fn finished(id: &str, content: &str, is_error: bool, diff: Option<&FileDiff>) -> ToolCallUpdate {
+/// as a diff), what only the user is shown (a task's child calls), then its
+/// result as the model read it.
+fn finished(
+    id: &str,
+    content: &str,
+    is_error: bool,
+    diff: Option<&FileDiff>,
+    before: Option<&str>,
+) -> ToolCallUpdate {
     let status = if is_error {
         ToolCallStatus::Failed
     } else {
@@ -117,6 +129,9 @@ fn finished(id: &str, content: &str, is_error: bool, diff: Option<&FileDiff>) ->
         shown.push(ToolCallContent::Diff(
             Diff::new(d.path.clone(), d.new_text.clone()).old_text(d.old_text.clone()),
         ));
+    }
+    if let Some(before) = before {
+        shown.push(text_content(before));
     }
     shown.push(text_content(content));
     ToolCallUpdate::new(
@@ -193,6 +208,7 @@ impl Observer for Streamer {
                     &output.content,
                     output.is_error,
                     output.diff.as_ref(),
+                    output.shown.as_deref(),
                 )),
             ),
         }
@@ -243,7 +259,7 @@ pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
                 is_error,
                 ..
             } => out.push(SessionUpdate::ToolCallUpdate(finished(
-                call_id, content, *is_error, None,
+                call_id, content, *is_error, None, None,
             ))),
             Event::Message { .. }
             | Event::UserImage { .. }
@@ -251,7 +267,8 @@ pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }
             | Event::SandboxNetwork { .. }
-            | Event::ApprovalPolicy { .. } => {}
+            | Event::ApprovalPolicy { .. }
+            | Event::HookRan(_) => {}
         }
     }
     out

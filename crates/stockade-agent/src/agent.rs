@@ -11,6 +11,7 @@ use stockade_session::{Event, Record, Role, Session, SessionError, ToolCall};
 use tokio::sync::watch;
 
 use crate::context::PolicyContext;
+use crate::hooks::{HookEvent, HookScope, Hooks, Verdict};
 use crate::model::{ChatMessage, Delta, ModelClient, ModelError, ModelToolCall, ToolSpec};
 use crate::tool::{Tool, ToolContext, ToolOutput};
 
@@ -127,6 +128,7 @@ pub struct Agent {
     context: PolicyContext,
     system_prompt: String,
     max_steps: u32,
+    hooks: Option<Arc<Hooks>>,
 }
 
 /// The stable system prompt. It deliberately does not state the sandbox mode:
@@ -147,7 +149,54 @@ impl Agent {
             context,
             system_prompt: SYSTEM_PROMPT.into(),
             max_steps: 32,
+            hooks: None,
         }
+    }
+
+    /// Run `hooks` at this agent's session starts, around its tool calls
+    /// and at the end of its turns.
+    pub fn with_hooks(mut self, hooks: Arc<Hooks>) -> Self {
+        self.hooks = (!hooks.is_empty()).then_some(hooks);
+        self
+    }
+
+    /// The `session_start` hooks, for a session created (`source` `new`),
+    /// loaded (`load`) or delegated to by a task (`task`). Their outcome is
+    /// in the log; nothing they do stops the session.
+    pub async fn session_started(
+        &self,
+        session: &Session,
+        source: &str,
+    ) -> Result<(), SessionError> {
+        let Some(hooks) = &self.hooks else {
+            return Ok(());
+        };
+        let mut payload = serde_json::Map::new();
+        payload.insert("source".into(), source.into());
+        if let Some(parent) = &session.header().parent {
+            payload.insert("parent_session_id".into(), parent.as_str().into());
+        }
+        hooks
+            .run(
+                session,
+                HookEvent::SessionStart,
+                HookScope::default(),
+                payload,
+            )
+            .await
+            .map(|_| ())
+    }
+
+    async fn stop_hooks(&self, session: &Session, reason: &str) -> Result<(), SessionError> {
+        let Some(hooks) = &self.hooks else {
+            return Ok(());
+        };
+        let mut payload = serde_json::Map::new();
+        payload.insert("stop_reason".into(), reason.into());
+        hooks
+            .run(session, HookEvent::Stop, HookScope::default(), payload)
+            .await
+            .map(|_| ())
     }
 
     pub fn with_max_steps(mut self, n: u32) -> Self {
@@ -205,7 +254,8 @@ impl Agent {
                 | Event::ApprovalDecided { .. }
                 | Event::SandboxMode { .. }
                 | Event::SandboxNetwork { .. }
-                | Event::ApprovalPolicy { .. } => {}
+                | Event::ApprovalPolicy { .. }
+                | Event::HookRan(_) => {}
                 Event::UserImage { mime_type, data } => out.push(ChatMessage::UserImage {
                     mime_type: mime_type.clone(),
                     data: data.clone(),
@@ -295,6 +345,7 @@ impl Agent {
                     content: turn.content,
                     source: None,
                 })?;
+                self.stop_hooks(session, "end_turn").await?;
                 return Ok(StopReason::EndTurn);
             }
             session.append(Event::AssistantToolCalls {
@@ -327,7 +378,7 @@ impl Agent {
                         },
                     );
                     tokio::select! {
-                        o = self.call_tool(session, call) => o,
+                        o = self.hooked_call(session, call) => o?,
                         _ = cancel.cancelled() => {
                             // Dropping the call records an open approval as
                             // cancelled; one that never got an allow ran
@@ -368,7 +419,47 @@ impl Agent {
             session,
             format!("stopped after {} model steps", self.max_steps),
         )?;
+        self.stop_hooks(session, "max_steps").await?;
         Ok(StopReason::MaxSteps)
+    }
+
+    /// The call between its `pre_tool` and `post_tool` hooks. A veto is the
+    /// call's result; the tool never runs.
+    async fn hooked_call(
+        &self,
+        session: &Session,
+        call: &ModelToolCall,
+    ) -> Result<ToolOutput, SessionError> {
+        let Some(hooks) = &self.hooks else {
+            return Ok(self.call_tool(session, call).await);
+        };
+        let scope = || HookScope {
+            tool: Some(&call.name),
+            call_id: Some(&call.id),
+        };
+        let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+        let mut payload = serde_json::Map::new();
+        payload.insert("tool".into(), call.name.clone().into());
+        payload.insert("call_id".into(), call.id.clone().into());
+        payload.insert("arguments".into(), arguments);
+        if let Verdict::Veto(reason) = hooks
+            .run(session, HookEvent::PreTool, scope(), payload.clone())
+            .await?
+        {
+            return Ok(ToolOutput::error(reason));
+        }
+        let output = self.call_tool(session, call).await;
+        if hooks.any(HookEvent::PostTool, Some(&call.name)) {
+            payload.insert(
+                "result".into(),
+                serde_json::json!({"content": output.content, "is_error": output.is_error}),
+            );
+            hooks
+                .run(session, HookEvent::PostTool, scope(), payload)
+                .await?;
+        }
+        Ok(output)
     }
 
     async fn call_tool(&self, session: &Session, call: &ModelToolCall) -> ToolOutput {

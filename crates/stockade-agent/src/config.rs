@@ -41,6 +41,10 @@ pub struct Config {
     pub model: crate::model::ModelConfig,
     #[serde(default)]
     pub agent: AgentSection,
+    /// `[[hooks]]`: commands run at session start, around tool calls and
+    /// when the model ends its turn, through the shell tool's executor.
+    #[serde(default)]
+    pub hooks: Vec<crate::hooks::HookConfig>,
     /// `[policy]`'s three lists, expanded when the file is loaded; nothing
     /// later interprets `~` or a group again.
     #[serde(skip)]
@@ -56,6 +60,10 @@ pub struct AgentSection {
     /// Model steps per prompt before the loop stops.
     #[serde(default = "default_max_steps")]
     pub max_steps: u32,
+    /// Offer the `task` tool: the model may delegate a sub-task to a child
+    /// session that can never be wider than its parent.
+    #[serde(default)]
+    pub task: bool,
 }
 
 fn default_max_steps() -> u32 {
@@ -66,6 +74,7 @@ impl Default for AgentSection {
     fn default() -> Self {
         Self {
             max_steps: default_max_steps(),
+            task: false,
         }
     }
 }
@@ -352,6 +361,16 @@ impl Config {
         if self.bash.timeout_ms == Some(0) {
             return Err(invalid(
                 "bash.timeout_ms",
+                "must be greater than zero".into(),
+            ));
+        }
+        for (index, hook) in self.hooks.iter().enumerate() {
+            hook.validate(index)
+                .map_err(|e| invalid(&e.key, e.message))?;
+        }
+        if self.agent.max_steps == 0 {
+            return Err(invalid(
+                "agent.max_steps",
                 "must be greater than zero".into(),
             ));
         }

@@ -8,6 +8,7 @@ pub mod approval;
 pub mod config;
 pub mod context;
 pub mod escalation;
+pub mod hooks;
 pub mod model;
 pub mod policy;
 pub mod presets;
@@ -23,3 +24,4 @@ pub use tool::{EditorFiles, FileDiff, Tool, ToolContext, ToolOutput, ToolProgres
 pub use tools::bash::BashTool;
 pub use tools::files::{EditTool, ReadTool, WriteTool};
 pub use tools::job_output::JobOutputTool;
+pub use tools::task::{Delegation, Delegations, TaskTool};

@@ -19,6 +19,9 @@ pub struct ToolOutput {
     /// The change a file tool made, for an editor to show as a diff. Never
     /// sent to the model (it has `content`) and not logged.
     pub diff: Option<FileDiff>,
+    /// What only the user is shown before the result (a task's child
+    /// calls). Never sent to the model and not logged.
+    pub shown: Option<String>,
 }
 
 /// One file's change: its text before and after.
@@ -37,6 +40,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             diff: None,
+            shown: None,
         }
     }
 
@@ -45,11 +49,17 @@ impl ToolOutput {
             content: content.into(),
             is_error: true,
             diff: None,
+            shown: None,
         }
     }
 
     pub fn with_diff(mut self, diff: Option<FileDiff>) -> Self {
         self.diff = diff;
+        self
+    }
+
+    pub fn with_shown(mut self, shown: String) -> Self {
+        self.shown = Some(shown);
         self
     }
 }

@@ -65,7 +65,8 @@ pub fn conversation(records: &[Record]) -> Vec<Cow<'_, Event>> {
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }
             | Event::SandboxNetwork { .. }
-            | Event::ApprovalPolicy { .. } => out.push(Cow::Borrowed(&record.event)),
+            | Event::ApprovalPolicy { .. }
+            | Event::HookRan(_) => out.push(Cow::Borrowed(&record.event)),
         }
     }
     close(&mut pending, &mut out);

@@ -115,6 +115,52 @@ pub enum Event {
     /// the model receives it (base64 data of `mime_type`).
     #[serde(rename = "user/image")]
     UserImage { mime_type: String, data: String },
+    /// A configured hook command ran (or could not), with the same facts a
+    /// command's result carries. For people and audits: the model sees a
+    /// hook only through a `pre_tool` veto's reason.
+    #[serde(rename = "hook/ran")]
+    HookRan(HookRun),
+}
+
+/// What one hook run did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookRun {
+    /// `session_start`, `pre_tool`, `post_tool` or `stop`.
+    pub event: String,
+    /// The hook's place in the configured list (0-based) and its command.
+    pub index: usize,
+    pub command: String,
+    /// The tool call it ran for (`pre_tool`, `post_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The file mode it ran under (always the session's own, never a
+    /// call's grant); absent when it ran unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<SandboxMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The sandbox refused something it tried: a fact, never a prompt.
+    #[serde(default)]
+    pub denied: bool,
+    #[serde(default)]
+    pub runner_failed: bool,
+    /// Why it did not run, or the runner's failure line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A `pre_tool` hook stopped the call.
+    #[serde(default)]
+    pub vetoed: bool,
+    /// Its output (bounded, as a command's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
 }
 
 impl Event {
@@ -130,6 +176,7 @@ impl Event {
             Event::SandboxNetwork { .. } => "sandbox/network",
             Event::ApprovalPolicy { .. } => "approval/policy",
             Event::UserImage { .. } => "user/image",
+            Event::HookRan(_) => "hook/ran",
         }
     }
 }

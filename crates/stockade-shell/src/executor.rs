@@ -80,7 +80,7 @@ fn launch(
         workdir: r.workdir.clone(),
         env: r.env.clone(),
         timeout: r.timeout,
-        stdin: r.stdin,
+        stdin: r.stdin.clone(),
         passthrough: r.passthrough,
         own_group: r.own_process_group,
         tap: r.tap.clone(),

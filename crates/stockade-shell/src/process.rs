@@ -433,9 +433,10 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     cmd.args(args)
         .current_dir(&launch.workdir)
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .stdin(match launch.stdin {
+        .stdin(match &launch.stdin {
             Stdin::Null => Stdio::null(),
             Stdin::Inherit => Stdio::inherit(),
+            Stdin::Bytes(_) => Stdio::piped(),
         })
         // Passthrough hands stdout over untouched (a terminal stays a
         // terminal for the command); stderr is always read, because that is
@@ -488,6 +489,17 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         status: Vec::new(),
     }));
     let mut readers = Vec::new();
+    if let (Stdin::Bytes(bytes), Some(mut pipe)) = (&launch.stdin, child.stdin.take()) {
+        let bytes = bytes.clone();
+        // Written beside the readers so a command that writes much before
+        // reading cannot deadlock against us; a command that exits or
+        // closes stdin early ends the write with EPIPE, which is its choice.
+        readers.push(tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+        }));
+    }
     if let Some(out) = child.stdout.take() {
         readers.push(tokio::spawn(read(
             out,

@@ -8,12 +8,15 @@ use stockade_core::{Enforcement, ExecutionPolicy, Gap, NetworkMode, SandboxMode,
 use crate::output::CapturedOutput;
 
 /// Where the child's stdin comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Stdin {
     #[default]
     Null,
     /// The caller's own stdin (a CLI running an interactive command).
     Inherit,
+    /// These bytes, then end of file (a hook reading its event). A command
+    /// that stops reading early is not an error: the rest is dropped.
+    Bytes(Arc<[u8]>),
 }
 
 /// What to run.
@@ -110,6 +113,12 @@ impl ShellRequest {
             own_process_group: true,
             tap: None,
         }
+    }
+
+    /// Feed `bytes` to the command's stdin, then end of file.
+    pub fn with_stdin_bytes(mut self, bytes: impl Into<Arc<[u8]>>) -> Self {
+        self.stdin = Stdin::Bytes(bytes.into());
+        self
     }
 
     pub fn with_policy(mut self, policy: ExecutionPolicy) -> Self {

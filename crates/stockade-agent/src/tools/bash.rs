@@ -96,13 +96,13 @@ struct BashArgs {
 }
 
 /// A background job, visible only to the session that started it.
-pub(crate) struct Job {
-    pub session: Option<SessionId>,
-    pub handle: JobHandle,
-    pub granted: Grant,
+pub struct Job {
+    pub(crate) session: Option<SessionId>,
+    pub(crate) handle: JobHandle,
+    pub(crate) granted: Grant,
 }
 
-pub(crate) type Jobs = Arc<Mutex<HashMap<u64, Job>>>;
+pub type Jobs = Arc<Mutex<HashMap<u64, Job>>>;
 
 pub(crate) fn lock_jobs(jobs: &Jobs) -> std::sync::MutexGuard<'_, HashMap<u64, Job>> {
     // A panic elsewhere never leaves the map half-written (inserts are single
@@ -168,6 +168,11 @@ impl BashTool {
     pub fn with_default_timeout(mut self, t: Duration) -> Self {
         self.default_timeout = t;
         self
+    }
+
+    /// This tool's background jobs (a `task` ends its child's).
+    pub fn jobs(&self) -> Jobs {
+        self.jobs.clone()
     }
 
     /// The `job_output` tool reading this tool's jobs.

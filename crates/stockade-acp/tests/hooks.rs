@@ -1,0 +1,310 @@
+//! Hook commands end to end through `stockade acp`, with the scripted model
+//! and the real Landlock runner: they run at session start, around tool
+//! calls and at the end of the turn, confined under the session's own
+//! policy (never a call's grant), a `pre_tool` exit 2 vetoes the call with
+//! its stderr as the reason, every other failure is a logged fact and the
+//! call proceeds, and a misconfigured hook refuses the start.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::StopReason;
+use common::{Answer, Seen, Setup, World, call, escalated, last_content, say, touch};
+use serde_json::Value;
+
+const WRITE: Setup = Setup {
+    mode: "workspace-write",
+    approval: None,
+    presets: false,
+};
+
+const READ_ONLY_ASK: Setup = Setup {
+    mode: "read-only",
+    approval: Some("ask"),
+    presets: false,
+};
+
+/// Every session log in the state directory: (header, events).
+fn logs(state: &Path) -> Vec<(Value, Vec<Value>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(state.join("sessions")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap());
+        let header = lines.next().unwrap();
+        out.push((header, lines.map(|r| r["event"].clone()).collect()));
+    }
+    out
+}
+
+fn hook_runs(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "hook/ran")
+        .cloned()
+        .collect()
+}
+
+/// The one session of a world whose prompt delegated nothing.
+fn only_session(w: &World) -> Vec<Value> {
+    let mut all = logs(&w.state);
+    assert_eq!(all.len(), 1);
+    all.remove(0).1
+}
+
+fn with_hooks(w: &World, setup: &Setup, hooks: &str) -> common::Binary {
+    w.server_at(setup, &w.config_path(), &w.state, |t| {
+        format!("{t}\n{hooks}")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_see_each_event_as_json_and_a_pre_tool_exit_2_vetoes_the_call() {
+    let script = vec![
+        call("call-1", "bash", touch("allowed")),
+        call("call-2", "bash", touch("forbidden")),
+        call(
+            "call-3",
+            "write",
+            serde_json::json!({"path": "notes.txt", "content": "x"}),
+        ),
+        say("done"),
+    ];
+    let Some(w) = World::new(script) else { return };
+    // Each hook appends the event it was given to a file in the workspace
+    // (workspace-write grants it); the pre_tool hook for bash vetoes any
+    // command naming `forbidden`.
+    let hooks = r#"
+[[hooks]]
+event = "session_start"
+command = 'cat >> events.jsonl; echo >> events.jsonl'
+[[hooks]]
+event = "pre_tool"
+matcher = "bash"
+command = 'in=$(cat); printf "%s\n" "$in" >> events.jsonl; case "$in" in *forbidden*) echo "forbidden files are off limits" >&2; exit 2;; esac'
+[[hooks]]
+event = "post_tool"
+command = 'cat >> events.jsonl; echo >> events.jsonl'
+[[hooks]]
+event = "stop"
+command = 'cat >> events.jsonl; echo >> events.jsonl'
+"#;
+    let seen = Arc::new(Seen::default());
+    let stop = common::one_prompt(
+        &w,
+        with_hooks(&w, &WRITE, hooks),
+        Answer::Reject,
+        seen,
+        "make the files",
+    )
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    assert!(w.ws.join("allowed").exists());
+    assert!(!w.ws.join("forbidden").exists(), "a vetoed call ran");
+    assert!(w.ws.join("notes.txt").exists());
+
+    // The veto's reason is what the model reads for that call.
+    let requests = w.model_messages();
+    let vetoed = last_content(&requests[2]);
+    assert!(
+        vetoed.contains("pre_tool hook (hooks[1])")
+            && vetoed.contains("forbidden files are off limits"),
+        "{vetoed}"
+    );
+    assert!(!last_content(&requests[1]).contains("pre_tool hook"));
+
+    // What each hook was handed, in order.
+    let text = std::fs::read_to_string(w.ws.join("events.jsonl")).unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seq: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap().to_owned(),
+                e["call_id"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("session_start", ""),
+        ("pre_tool", "call-1"),
+        ("post_tool", "call-1"),
+        ("pre_tool", "call-2"),
+        // call-2 never ran: no post_tool. call-3 is no bash call.
+        ("post_tool", "call-3"),
+        ("stop", ""),
+    ]
+    .iter()
+    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+    .collect();
+    assert_eq!(seq, want, "{text}");
+    let sid = events[0]["session_id"].as_str().unwrap();
+    assert!(events.iter().all(|e| e["session_id"] == sid));
+    assert_eq!(events[0]["source"], "new");
+    assert_eq!(events[0]["cwd"], w.ws.to_str().unwrap());
+    assert_eq!(events[1]["tool"], "bash");
+    assert_eq!(events[1]["arguments"]["command"], "touch allowed");
+    assert_eq!(events[2]["result"]["is_error"], false);
+    assert!(
+        events[2]["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("exit code: 0")
+    );
+    assert_eq!(events[5]["stop_reason"], "end_turn");
+
+    // The log holds each run with a bash result's facts.
+    let runs = hook_runs(&only_session(&w));
+    assert_eq!(runs.len(), 6);
+    for r in &runs {
+        assert_eq!(r["mode"], "workspace-write", "{r}");
+        assert_eq!(r["backend"], "landlock", "{r}");
+        assert_eq!(r["denied"], false, "{r}");
+        assert_eq!(r["runner_failed"], false, "{r}");
+    }
+    let veto = &runs[3];
+    assert_eq!(veto["event"], "pre_tool");
+    assert_eq!(veto["vetoed"], true);
+    assert_eq!(veto["exit_code"], 2);
+    assert_eq!(veto["call_id"], "call-2");
+    assert!(runs.iter().filter(|r| r["vetoed"] == true).count() == 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_runs_under_the_sessions_policy_never_the_calls_grant() {
+    // Read-only session; the model escalates one call to workspace-write and
+    // the user allows it. The hooks around that call try to write the
+    // workspace too: refused, because they run under read-only. The denial
+    // is a logged fact: nobody is asked about a hook.
+    let script = vec![
+        call(
+            "call-1",
+            "bash",
+            escalated(touch("granted"), "workspace-write"),
+        ),
+        say("done"),
+    ];
+    let Some(w) = World::new(script) else { return };
+    let hooks = r#"
+[[hooks]]
+event = "pre_tool"
+command = 'touch pre-hook'
+[[hooks]]
+event = "post_tool"
+command = 'touch post-hook'
+"#;
+    let seen = Arc::new(Seen::default());
+    let stop = common::one_prompt(
+        &w,
+        with_hooks(&w, &READ_ONLY_ASK, hooks),
+        Answer::Allow,
+        seen.clone(),
+        "make the file",
+    )
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    assert!(w.ws.join("granted").exists(), "the granted call ran");
+    assert!(!w.ws.join("pre-hook").exists());
+    assert!(!w.ws.join("post-hook").exists());
+    // One question, for the call; none for the hooks' denials.
+    assert_eq!(seen.asks().len(), 1);
+    let runs = hook_runs(&only_session(&w));
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        assert_eq!(r["mode"], "read-only", "{r}");
+        assert_eq!(r["denied"], true, "{r}");
+        assert_ne!(r["exit_code"], 0, "{r}");
+        assert_eq!(r["vetoed"], false, "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_hooks_are_reported_and_the_call_proceeds() {
+    let script = vec![call("call-1", "bash", touch("marker")), say("done")];
+    let Some(w) = World::new(script) else { return };
+    // An ordinary failure, a hook that outlives its timeout, and a hook the
+    // sandbox refuses that then exits 1: none of them stops the call.
+    let hooks = r#"
+[[hooks]]
+event = "pre_tool"
+command = 'echo "lint failed" >&2; exit 1'
+[[hooks]]
+event = "pre_tool"
+command = 'sleep 30'
+timeout_ms = 300
+[[hooks]]
+event = "pre_tool"
+command = 'echo x > /etc/stockade-hook-test || exit 1'
+"#;
+    let seen = Arc::new(Seen::default());
+    let stop = common::one_prompt(
+        &w,
+        with_hooks(&w, &WRITE, hooks),
+        Answer::Reject,
+        seen,
+        "make the file",
+    )
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    assert!(w.ws.join("marker").exists(), "the call did not proceed");
+    assert!(!Path::new("/etc/stockade-hook-test").exists());
+    let runs = hook_runs(&only_session(&w));
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert_eq!(runs[0]["exit_code"], 1);
+    assert!(runs[0]["stderr"].as_str().unwrap().contains("lint failed"));
+    assert_eq!(runs[1]["timed_out"], true);
+    assert_eq!(runs[2]["denied"], true);
+    assert_eq!(runs[2]["exit_code"], 1);
+    assert!(runs.iter().all(|r| r["vetoed"] == false));
+    let requests = w.model_messages();
+    let result = last_content(&requests[1]);
+    assert!(
+        result.contains("exit code: 0") && !result.contains("hook"),
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_misconfigured_hook_refuses_the_start_naming_the_key() {
+    let Some(w) = World::new(vec![]) else { return };
+    for (hooks, key) in [
+        (
+            "[[hooks]]\nevent = \"stop\"\nmatcher = \"bash\"\ncommand = \"true\"\n",
+            "hooks[0].matcher",
+        ),
+        (
+            "[[hooks]]\nevent = \"stop\"\ncommand = \"true\"\n[[hooks]]\nevent = \"pre_tool\"\ncommand = \"\"\n",
+            "hooks[1].command",
+        ),
+        (
+            "[[hooks]]\nevent = \"pre_tool\"\ncommand = \"true\"\ntimeout_ms = 0\n",
+            "hooks[0].timeout_ms",
+        ),
+        (
+            "[[hooks]]\nevent = \"before\"\ncommand = \"true\"\n",
+            "before",
+        ),
+        ("[[hooks]]\nevent = \"stop\"\ncmd = \"true\"\n", "cmd"),
+    ] {
+        let out = with_hooks(&w, &WRITE, hooks).start_alone();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{hooks}: {stderr}");
+        assert!(stderr.contains(key), "{hooks}: {stderr}");
+        assert!(
+            stderr.contains(&w.config_path().display().to_string()),
+            "{stderr}"
+        );
+    }
+}
