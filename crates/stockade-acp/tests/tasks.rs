@@ -259,3 +259,49 @@ async fn a_child_is_never_wider_than_its_parent_and_asks_through_it() {
         results[2]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_answer_to_a_childs_question_ends_the_parents_turn() {
+    let script = vec![
+        call("call-1", "task", task("write a file", "create it")),
+        call(
+            "child-1",
+            "bash",
+            escalated(touch("granted"), "danger-full-access"),
+        ),
+        // Never reached: neither the child nor the parent asks the model again.
+        say("unreachable"),
+        say("unreachable"),
+    ];
+    let Some(w) = World::new(script) else { return };
+    let setup = Setup {
+        mode: "read-only",
+        approval: Some("ask"),
+        presets: false,
+    };
+    let server = w.server_at(&setup, &w.config_path(), &w.state, |t| {
+        format!("{t}\n{TASK}")
+    });
+    let seen = Arc::new(Seen::default());
+    let stop = common::one_prompt(&w, server, Answer::Cancel, seen.clone(), "delegate it").await;
+    assert_eq!(stop, StopReason::Cancelled);
+    assert_eq!(seen.asks().len(), 1);
+    assert!(!w.ws.join("granted").exists());
+    assert_eq!(
+        w.model.requests().len(),
+        2,
+        "a model step ran after the cancel"
+    );
+    let ((_, pe), _) = parent_and_child(&w.state);
+    let result = pe
+        .iter()
+        .find(|e| e["type"] == "tool/result" && e["call_id"] == "call-1")
+        .unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("the task was cancelled")
+    );
+}

@@ -391,7 +391,9 @@ impl Agent {
                         }
                     }
                 };
-                if approval_of(session, &call.id) == Some(Some(ApprovalOutcome::Cancelled)) {
+                if output.ends_turn
+                    || approval_of(session, &call.id) == Some(Some(ApprovalOutcome::Cancelled))
+                {
                     answered_cancelled = true;
                 }
                 // Every call gets its result, so the log always replays into

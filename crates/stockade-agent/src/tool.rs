@@ -22,6 +22,10 @@ pub struct ToolOutput {
     /// What only the user is shown before the result (a task's child
     /// calls). Never sent to the model and not logged.
     pub shown: Option<String>,
+    /// The user cancelled inside this call (a `task` child's question was
+    /// answered `cancelled`): the turn ends here, as for the call's own
+    /// question.
+    pub ends_turn: bool,
 }
 
 /// One file's change: its text before and after.
@@ -41,6 +45,7 @@ impl ToolOutput {
             is_error: false,
             diff: None,
             shown: None,
+            ends_turn: false,
         }
     }
 
@@ -50,6 +55,7 @@ impl ToolOutput {
             is_error: true,
             diff: None,
             shown: None,
+            ends_turn: false,
         }
     }
 

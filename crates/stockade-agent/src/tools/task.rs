@@ -182,9 +182,13 @@ impl TaskTool {
             Ok(StopReason::MaxSteps) => ToolOutput::error(format!(
                 "the task stopped at its step limit before finishing. Its last answer: {last}\n\n{footer}"
             )),
-            Ok(StopReason::Cancelled) => {
-                ToolOutput::error(format!("the task was cancelled\n\n{footer}"))
-            }
+            // Only the child's own question can cancel it here (the
+            // parent's cancellation drops this future): the user's
+            // `cancelled` answer ends the parent's turn too.
+            Ok(StopReason::Cancelled) => ToolOutput {
+                ends_turn: true,
+                ..ToolOutput::error(format!("the task was cancelled\n\n{footer}"))
+            },
             Err(e) => ToolOutput::error(format!("the task failed: {e}\n\n{footer}")),
         };
         output.with_shown(view.text())
