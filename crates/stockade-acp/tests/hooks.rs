@@ -187,46 +187,62 @@ async fn a_hook_runs_under_the_sessions_policy_never_the_calls_grant() {
     // Read-only session; the model escalates one call to workspace-write and
     // the user allows it. The hooks around that call try to write the
     // workspace too: refused, because they run under read-only. The denial
-    // is a logged fact: nobody is asked about a hook.
-    let script = vec![
-        call(
-            "call-1",
-            "bash",
-            escalated(touch("granted"), "workspace-write"),
-        ),
-        say("done"),
-    ];
-    let Some(w) = World::new(script) else { return };
-    let hooks = r#"
+    // is a logged fact: nobody is asked about a hook. As root and as an
+    // unprivileged user.
+    for who in stockade_testkit::users::users() {
+        let script = vec![
+            call(
+                "call-1",
+                "bash",
+                escalated(touch("granted"), "workspace-write"),
+            ),
+            say("done"),
+        ];
+        let Some(w) = World::new(script) else { return };
+        let hooks = r#"
 [[hooks]]
 event = "pre_tool"
-command = 'touch pre-hook'
+command = 'id -u >&2; touch pre-hook'
 [[hooks]]
 event = "post_tool"
 command = 'touch post-hook'
 "#;
-    let seen = Arc::new(Seen::default());
-    let stop = common::one_prompt(
-        &w,
-        with_hooks(&w, &READ_ONLY_ASK, hooks),
-        Answer::Allow,
-        seen.clone(),
-        "make the file",
-    )
-    .await;
-    assert_eq!(stop, StopReason::EndTurn);
-    assert!(w.ws.join("granted").exists(), "the granted call ran");
-    assert!(!w.ws.join("pre-hook").exists());
-    assert!(!w.ws.join("post-hook").exists());
-    // One question, for the call; none for the hooks' denials.
-    assert_eq!(seen.asks().len(), 1);
-    let runs = hook_runs(&only_session(&w));
-    assert_eq!(runs.len(), 2);
-    for r in &runs {
-        assert_eq!(r["mode"], "read-only", "{r}");
-        assert_eq!(r["denied"], true, "{r}");
-        assert_ne!(r["exit_code"], 0, "{r}");
-        assert_eq!(r["vetoed"], false, "{r}");
+        let server = with_hooks(&w, &READ_ONLY_ASK, hooks).run_as(who);
+        w.own(who);
+        let seen = Arc::new(Seen::default());
+        let stop =
+            common::one_prompt(&w, server, Answer::Allow, seen.clone(), "make the file").await;
+        assert_eq!(stop, StopReason::EndTurn, "{who:?}");
+        assert!(
+            w.ws.join("granted").exists(),
+            "{who:?}: the granted call ran"
+        );
+        assert!(!w.ws.join("pre-hook").exists(), "{who:?}");
+        assert!(!w.ws.join("post-hook").exists(), "{who:?}");
+        // One question, for the call; none for the hooks' denials.
+        assert_eq!(seen.asks().len(), 1, "{who:?}");
+        let runs = hook_runs(&only_session(&w));
+        assert_eq!(runs.len(), 2, "{who:?}");
+        let uid = runs[0]["stderr"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap_or("");
+        let want = match who {
+            stockade_testkit::users::Who::Me => {
+                let out = std::process::Command::new("id").arg("-u").output().unwrap();
+                String::from_utf8(out.stdout).unwrap().trim().to_owned()
+            }
+            stockade_testkit::users::Who::Nobody => stockade_testkit::users::NOBODY.to_string(),
+        };
+        assert_eq!(uid, want, "{who:?}: the hook ran as someone else");
+        for r in &runs {
+            assert_eq!(r["mode"], "read-only", "{who:?}: {r}");
+            assert_eq!(r["denied"], true, "{who:?}: {r}");
+            assert_ne!(r["exit_code"], 0, "{who:?}: {r}");
+            assert_eq!(r["vetoed"], false, "{who:?}: {r}");
+        }
     }
 }
 

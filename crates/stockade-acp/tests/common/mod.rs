@@ -61,13 +61,16 @@ pub struct Setup {
 pub struct Binary {
     config: PathBuf,
     state: PathBuf,
+    who: stockade_testkit::users::Who,
 }
 
 impl Binary {
     /// `stockade acp` with this config and state directory; stdio is the
     /// caller's to set.
     pub fn command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(stockade().expect("the stockade binary"));
+        let mut cmd = tokio::process::Command::from(
+            self.who.command(stockade().expect("the stockade binary")),
+        );
         cmd.args(["acp", "--config"])
             .arg(&self.config)
             .env("STOCKADE_STATE_DIR", &self.state)
@@ -124,6 +127,11 @@ impl World {
         })
     }
 
+    /// Hand the world's directory (workspace, state, config) to `who`.
+    pub fn own(&self, who: stockade_testkit::users::Who) {
+        who.own(self.dir.path());
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.dir.path().join("stockade.toml")
     }
@@ -176,6 +184,7 @@ max_retries = 0
         Binary {
             config: self.write_config(s),
             state: self.state.clone(),
+            who: stockade_testkit::users::Who::Me,
         }
     }
 
@@ -192,6 +201,7 @@ max_retries = 0
         Binary {
             config: config.to_path_buf(),
             state: state.to_path_buf(),
+            who: stockade_testkit::users::Who::Me,
         }
     }
 
@@ -354,6 +364,13 @@ pub fn pipe(
 }
 
 impl Binary {
+    /// The server run as `who` (the world's directory must be theirs:
+    /// [`World::own`]).
+    pub fn run_as(mut self, who: stockade_testkit::users::Who) -> Self {
+        self.who = who;
+        self
+    }
+
     pub fn config(&self) -> &Path {
         &self.config
     }
