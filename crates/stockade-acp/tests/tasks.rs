@@ -167,6 +167,12 @@ async fn a_task_runs_in_a_child_session_and_its_answer_returns() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_child_is_never_wider_than_its_parent_and_asks_through_it() {
+    for who in stockade_testkit::users::users() {
+        never_wider(who).await;
+    }
+}
+
+async fn never_wider(who: stockade_testkit::users::Who) {
     let script = vec![
         call("call-1", "task", task("write files", "create the files")),
         // Denied: the parent switched to read-only before delegating.
