@@ -15,12 +15,13 @@ use stockade_agent::{
     Answerer, ApprovalService, BashTool, Delegations, EditorFiles, EscalationGate, PolicyContext,
     PolicyService, PresetService, TaskTool, Tool, ToolProgress,
 };
+use stockade_core::SandboxProvider;
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
 use stockade_mcp::Launcher as McpLauncher;
 use stockade_roots::RootPins;
 use stockade_session::SessionStore;
-use stockade_shell::{SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
+use stockade_shell::{Interpreter, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
 
 use crate::auth::{AuthedModel, ModelAuth};
 use crate::error::ServeError;
@@ -80,6 +81,27 @@ pub struct Composition {
     pub mcp: McpLauncher,
     /// The configured model takes images (`[model] images`).
     pub images: bool,
+    /// The mounted provider (`[sandbox]`), which bash and the MCP servers
+    /// confine through, kept to end sessions on it (`None`: none mounted,
+    /// nothing to end).
+    pub provider: Option<Arc<dyn SandboxProvider>>,
+}
+
+impl Composition {
+    /// Session `id` is over: the provider releases what it allocated for
+    /// the session's calls (on Windows its private temp directory and SID).
+    /// What a failed cleanup leaves is inert, so it is logged, not fatal.
+    pub fn end_session(&self, id: &str) {
+        if let Some(p) = &self.provider {
+            end_session(p.as_ref(), id);
+        }
+    }
+}
+
+fn end_session(provider: &dyn SandboxProvider, id: &str) {
+    if let Err(e) = provider.end_session(id) {
+        crate::log(format_args!("{e}"));
+    }
 }
 
 impl std::fmt::Debug for Composition {
@@ -180,13 +202,28 @@ pub fn compose(
             .with_default_network(config.policy.network)
             .with_allowed_hosts(config.allowed_hosts().to_vec()),
     );
-    let provider = provider(config, env)?;
+    let provider: Option<Arc<dyn SandboxProvider>> =
+        provider(config, env)?.map(|p| -> Arc<dyn SandboxProvider> { Arc::new(p) });
+    // `[bash] shell`, resolved against this host once: on Windows
+    // PowerShell (7 when on PATH), elsewhere bash, unless configured.
+    let shell = config.bash.shell_choice().map_err(|e| {
+        ServeError::Config(stockade_agent::config::ConfigError::Invalid {
+            path: env
+                .config_file
+                .clone()
+                .unwrap_or_else(|| env.config_dir.clone()),
+            key: "bash.shell".into(),
+            message: e.to_string(),
+        })
+    })?;
+    let interpreter = Interpreter::for_host(shell);
     // A session's MCP servers start through the executor bash runs on, so
     // they are confined exactly as a command is (or, opted out, are not).
     let (executor, mcp): (Arc<dyn ShellExecutor>, McpLauncher) =
-        match (config.bash.executor, provider) {
+        match (config.bash.executor, provider.clone()) {
             (Implementation::Sandboxed, Some(p)) => {
-                let e = SandboxedExecutor::new(Arc::new(p), policy.resolve(None, None));
+                let e = SandboxedExecutor::new(p, policy.resolve(None, None))
+                    .with_interpreter(interpreter);
                 (Arc::new(e.clone()), McpLauncher::Sandboxed(e))
             }
             (Implementation::Sandboxed, None) => {
@@ -195,8 +232,8 @@ pub fn compose(
                 });
             }
             (Implementation::Local, _) => (
-                Arc::new(UnconfinedExecutor::default()),
-                McpLauncher::Unconfined(UnconfinedExecutor::default()),
+                Arc::new(UnconfinedExecutor::new(interpreter.clone())),
+                McpLauncher::Unconfined(UnconfinedExecutor::new(interpreter)),
             ),
         };
     let confines = executor.confines();
@@ -276,6 +313,14 @@ pub fn compose(
         if let Some(p) = &editor.progress {
             task = task.with_progress(p.clone());
         }
+        // A child is a session of its own (its own private temp on
+        // Windows), ended when its task call ends.
+        if let Some(p) = &provider {
+            let p = p.clone();
+            task = task.with_session_end(Arc::new(move |child| {
+                end_session(p.as_ref(), child.id().as_str());
+            }));
+        }
         tools.push(Arc::new(task));
     }
     let agent = Agent::new(model, tools, context)
@@ -290,5 +335,6 @@ pub fn compose(
         auth,
         mcp,
         images: config.model.images,
+        provider,
     })
 }

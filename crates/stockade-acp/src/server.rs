@@ -199,6 +199,7 @@ impl AcpServer {
         let (a, b, c, d, e) = (me.clone(), me.clone(), me.clone(), me.clone(), me.clone());
         let auth = me.comp.auth.clone();
         let live = me.live.clone();
+        let ending = me.clone();
         let served = Agent
             .v1()
             .name("stockade")
@@ -278,6 +279,13 @@ impl AcpServer {
             .collect();
         for (id, m) in &open {
             crate::mcp::stop(m, &format!("session {id}")).await;
+        }
+        // ACP has no session/close: a session ends with its connection.
+        // Once its servers are stopped, what the provider allocated for it
+        // (the Windows private temp) is released, session by session.
+        let ended: Vec<String> = live.lock().keys().cloned().collect();
+        for id in &ended {
+            ending.comp.end_session(id);
         }
         served?;
         Ok(())
@@ -559,7 +567,15 @@ impl AcpServer {
             };
             match &slot.mcp {
                 None => return Ok(self.comp.agent.clone()),
-                Some(m) if m.policy.as_ref() == Some(&policy) => return Ok(m.agent.clone()),
+                // The session scope is no permission: servers started by
+                // session/new, before the session existed, keep running.
+                Some(m)
+                    if m.policy
+                        .as_ref()
+                        .is_some_and(|p| p.same_permissions(&policy)) =>
+                {
+                    return Ok(m.agent.clone());
+                }
                 Some(_) => slot.mcp.take(),
             }
         };

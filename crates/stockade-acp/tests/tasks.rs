@@ -194,9 +194,12 @@ async fn never_wider(who: stockade_testkit::users::Who) {
         approval: Some("ask"),
         presets: true,
     };
-    let server = w.server_at(&setup, &w.config_path(), &w.state, |t| {
-        format!("{t}\n{TASK}")
-    });
+    let server = w
+        .server_at(&setup, &w.config_path(), &w.state, |t| {
+            format!("{t}\n{TASK}")
+        })
+        .run_as(who);
+    w.own(who);
     let seen = Arc::new(Seen::default());
     let ws = w.ws.clone();
     let (sid, stop) = common::run(server, Answer::Allow, seen.clone(), async move |cx| {

@@ -161,6 +161,78 @@ pub struct BashSection {
     #[serde(default)]
     pub executor: Implementation,
     pub timeout_ms: Option<u64>,
+    /// Which shell commands are handed to: `auto` (the default: on Windows
+    /// `pwsh` when it is on `PATH`, else Windows PowerShell; elsewhere
+    /// bash), `bash`, `pwsh` or `powershell`. Kept as written and checked
+    /// at load, so an unknown value is refused naming `bash.shell` and the
+    /// value rather than as a bare parse error; read it with
+    /// [`BashSection::shell_choice`].
+    pub shell: Option<String>,
+}
+
+impl BashSection {
+    /// `[bash] shell`, `auto` when left out.
+    pub fn shell_choice(
+        &self,
+    ) -> Result<stockade_shell::ShellChoice, stockade_shell::UnknownShell> {
+        self.shell
+            .as_deref()
+            .map_or(Ok(stockade_shell::ShellChoice::Auto), str::parse)
+    }
+}
+
+#[cfg(test)]
+mod bash_shell {
+    use super::*;
+    use stockade_shell::ShellChoice;
+
+    fn parse(bash: &str) -> Result<Config, ConfigError> {
+        Config::parse(
+            Path::new("/etc/stockade.toml"),
+            &format!("[bash]\nexecutor = \"local\"\n{bash}"),
+        )
+    }
+
+    #[test]
+    fn the_shell_defaults_to_auto_and_takes_every_known_value() {
+        assert_eq!(
+            parse("").unwrap().bash.shell_choice().unwrap(),
+            ShellChoice::Auto
+        );
+        for (text, want) in [
+            ("auto", ShellChoice::Auto),
+            ("bash", ShellChoice::Bash),
+            ("pwsh", ShellChoice::Pwsh),
+            ("powershell", ShellChoice::PowerShell),
+        ] {
+            let c = parse(&format!("shell = {text:?}\n")).unwrap();
+            assert_eq!(c.bash.shell_choice().unwrap(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_shell_fails_at_load_naming_the_key_and_the_value() {
+        for bad in ["zsh", "PowerShell", "pwsh.exe", ""] {
+            let e = parse(&format!("shell = {bad:?}\n")).unwrap_err();
+            match &e {
+                ConfigError::Invalid { key, message, .. } => {
+                    assert_eq!(key, "bash.shell");
+                    assert!(message.contains(&format!("{bad:?}")), "{message}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "/etc/stockade.toml: bash.shell: unknown shell {bad:?}: expected one of \"auto\", \"bash\", \"pwsh\", \"powershell\""
+                )
+            );
+        }
+        // Not a string at all: the TOML parse names the key's line.
+        let e = parse("shell = 7\n").unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { .. }), "{e:?}");
+        assert!(e.to_string().contains("shell"), "{e}");
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
@@ -363,6 +435,9 @@ impl Config {
                 "bash.timeout_ms",
                 "must be greater than zero".into(),
             ));
+        }
+        if let Err(e) = self.bash.shell_choice() {
+            return Err(invalid("bash.shell", e.to_string()));
         }
         for (index, hook) in self.hooks.iter().enumerate() {
             hook.validate(index)

@@ -2,7 +2,8 @@
 //! configured default, for the file mode and for the network alike; the
 //! session header's cwd > configured fallback root for the workspace root.
 //! The deployment's file policy and allowed hosts ride every resolved
-//! policy, whichever of those chose the modes.
+//! policy, whichever of those chose the modes, and so does the calling
+//! session's id, as the scope of what a provider allocates per session.
 
 use std::path::PathBuf;
 
@@ -155,5 +156,51 @@ impl PolicyService {
         ExecutionPolicy::new(mode, self.workspace_root(session))
             .with_files(self.files.clone())
             .with_network(NetworkPolicy::new(network, self.allowed_hosts.clone()))
+            // The calling session scopes what a provider allocates per
+            // session (the Windows private temp), so sessions sharing a
+            // workspace never share it; a delegated child is a session of
+            // its own. Session-less callers keep the provider's scope.
+            .with_session(session.map(|s| s.id().as_str().to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_session::SessionStore;
+
+    #[test]
+    fn a_sessions_calls_are_scoped_to_it_and_session_less_calls_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path().join("sessions"));
+        let (a, b) = (
+            store.create(dir.path()).unwrap(),
+            store.create(dir.path()).unwrap(),
+        );
+        let child = store.create_child(&a, dir.path()).unwrap();
+        let service = PolicyService::new(SandboxMode::WorkspaceWrite, "/fallback");
+        let scope = |s: Option<&Session>| service.resolve(s, None).session;
+        assert_eq!(scope(None), None);
+        assert_eq!(scope(Some(&a)).as_deref(), Some(a.id().as_str()));
+        assert_eq!(scope(Some(&b)).as_deref(), Some(b.id().as_str()));
+        assert_ne!(scope(Some(&a)), scope(Some(&b)));
+        assert_eq!(scope(Some(&child)).as_deref(), Some(child.id().as_str()));
+        // The scope rides a granted retry and its sandbox policy too, and
+        // grants nothing: two sessions' calls differ only in it.
+        let granted = service.resolve_with_network(
+            Some(&a),
+            Some(SandboxMode::WorkspaceWrite),
+            Some(NetworkMode::Allow),
+        );
+        assert_eq!(granted.session.as_deref(), Some(a.id().as_str()));
+        assert_eq!(
+            granted.sandbox_policy().unwrap().session.as_deref(),
+            Some(a.id().as_str())
+        );
+        assert!(
+            service
+                .resolve(Some(&a), None)
+                .same_permissions(&service.resolve(Some(&b), None))
+        );
     }
 }

@@ -25,6 +25,6 @@ pub use net::NetworkPolicy;
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
     BackendAttempt, Confined, Gap, NetworkLog, NetworkLogHandle, PassFd, SANDBOX_UNAVAILABLE,
-    SandboxProvider, SandboxUnavailable, StatusChannel,
+    SandboxProvider, SandboxUnavailable, SessionEndError, StatusChannel,
 };
 pub use runner_failure::{FatalLine, RunnerFailureRule};

@@ -16,6 +16,13 @@ pub struct ExecutionPolicy {
     /// What the call may reach over the network.
     #[serde(default)]
     pub network: NetworkPolicy,
+    /// The session the call belongs to (its id), `None` for a session-less
+    /// caller (`stockade exec`). A scope, not a permission: it widens or
+    /// narrows nothing, it only tells a provider whose per-session
+    /// allocations (the Windows private temp directory and its SID) the
+    /// call uses, so two sessions on one workspace never share them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// The subset a provider sees. It cannot express `danger-full-access`, so no
@@ -29,6 +36,9 @@ pub struct SandboxPolicy {
     /// What the call may reach over the network.
     #[serde(default)]
     pub network: NetworkPolicy,
+    /// The calling session's scope (see [`ExecutionPolicy::session`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 impl ExecutionPolicy {
@@ -38,6 +48,7 @@ impl ExecutionPolicy {
             workspace_root: workspace_root.into(),
             files: FilePolicy::default(),
             network: NetworkPolicy::default(),
+            session: None,
         }
     }
 
@@ -53,6 +64,25 @@ impl ExecutionPolicy {
         self
     }
 
+    /// The same policy scoped to `session` (see [`ExecutionPolicy::session`]).
+    pub fn with_session(mut self, session: Option<String>) -> Self {
+        self.session = session;
+        self
+    }
+
+    /// Whether `other` governs a call exactly as this policy does, whatever
+    /// session either is scoped to: what may be written, read and reached
+    /// is the same.
+    pub fn same_permissions(&self, other: &Self) -> bool {
+        // Compared with the scope cleared rather than field by field, so a
+        // knob added later is compared without anyone remembering to.
+        let unscoped = |p: &Self| Self {
+            session: None,
+            ..p.clone()
+        };
+        unscoped(self) == unscoped(other)
+    }
+
     /// What to hand a provider, or `None` when the call runs unconfined.
     pub fn sandbox_policy(&self) -> Option<SandboxPolicy> {
         self.mode.confining().map(|mode| SandboxPolicy {
@@ -60,6 +90,7 @@ impl ExecutionPolicy {
             workspace_root: self.workspace_root.clone(),
             files: self.files.clone(),
             network: self.network.clone(),
+            session: self.session.clone(),
         })
     }
 }
@@ -71,6 +102,7 @@ impl SandboxPolicy {
             workspace_root: workspace_root.into(),
             files: FilePolicy::default(),
             network: NetworkPolicy::default(),
+            session: None,
         }
     }
 
@@ -83,6 +115,12 @@ impl SandboxPolicy {
     /// The same policy with `network` as its network policy.
     pub fn with_network(mut self, network: NetworkPolicy) -> Self {
         self.network = network;
+        self
+    }
+
+    /// The same policy scoped to `session` (see [`ExecutionPolicy::session`]).
+    pub fn with_session(mut self, session: Option<String>) -> Self {
+        self.session = session;
         self
     }
 
@@ -112,6 +150,29 @@ mod tests {
             p.sandbox_policy(),
             Some(SandboxPolicy::new(ConfiningMode::ReadOnly, "/w"))
         );
+    }
+
+    #[test]
+    fn the_session_scope_rides_to_the_provider_and_is_no_permission() {
+        let p = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, "/w")
+            .with_session(Some("abc".into()));
+        assert_eq!(
+            p.sandbox_policy(),
+            Some(
+                SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/w")
+                    .with_session(Some("abc".into()))
+            )
+        );
+        let unscoped = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, "/w");
+        assert_ne!(p, unscoped);
+        assert!(p.same_permissions(&unscoped));
+        assert!(!p.same_permissions(&ExecutionPolicy::new(SandboxMode::ReadOnly, "/w")));
+        // Session-less policies serialize as before; a scope round-trips.
+        let text = serde_json::to_string(&unscoped).unwrap();
+        assert!(!text.contains("session"), "{text}");
+        let back: ExecutionPolicy =
+            serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
     }
 
     #[test]

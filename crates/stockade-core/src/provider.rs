@@ -169,6 +169,17 @@ impl fmt::Display for SandboxUnavailable {
     }
 }
 
+/// Ending a session left some of its allocations behind. What is left is
+/// inert (on Windows: a random temp SID no later token carries, and its
+/// directory), so the session is over all the same; this only reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ending session {session}: {backend}: {detail}")]
+pub struct SessionEndError {
+    pub session: String,
+    pub backend: String,
+    pub detail: String,
+}
+
 /// The seam every confining consumer stands on. Policy rides each call, never
 /// the provider, so two calls may confine under different policies at once.
 pub trait SandboxProvider: Send + Sync {
@@ -177,6 +188,18 @@ pub trait SandboxProvider: Send + Sync {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable>;
+
+    /// Session `session` is over: release what was allocated for calls
+    /// scoped to it ([`SandboxPolicy::session`]), e.g. revoke the Windows
+    /// private temp ACE and remove that directory. Only that session's
+    /// allocations: other sessions and session-less calls keep theirs.
+    /// Idempotent; a session never seen is a no-op. A later call scoped to
+    /// the same session gets fresh allocations. Backends that allocate
+    /// nothing per session keep this default.
+    fn end_session(&self, session: &str) -> Result<(), SessionEndError> {
+        let _ = session;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

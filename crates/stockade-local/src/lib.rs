@@ -610,6 +610,17 @@ impl SandboxProvider for LocalProvider {
             ))
         }
     }
+
+    /// Only a mounted rung allocates per session (the Windows private
+    /// temp); the Unix backends grant the shared temp roots and hold nothing
+    /// per session. Forwarded even under `runner_command`, which never
+    /// reaches the rung: ending a session the rung never saw is a no-op.
+    fn end_session(&self, session: &str) -> Result<(), stockade_core::SessionEndError> {
+        match self.platform_rung() {
+            Some(rung) => rung.end_session(session),
+            None => Ok(()),
+        }
+    }
 }
 
 impl LocalProvider {

@@ -1,6 +1,6 @@
 use std::ffi::OsString;
 
-use stockade_core::{Confined, SandboxPolicy, SandboxUnavailable};
+use stockade_core::{Confined, SandboxPolicy, SandboxUnavailable, SessionEndError};
 
 use crate::{BackendReport, Platform};
 
@@ -21,4 +21,11 @@ pub trait PlatformRung: Send + Sync {
     ) -> Result<Confined, SandboxUnavailable>;
     /// Its line in `stockade probe`.
     fn report(&self) -> BackendReport;
+    /// Session `session` is over (see
+    /// [`SandboxProvider::end_session`](stockade_core::SandboxProvider::end_session)).
+    /// A rung that allocates nothing per session keeps this default.
+    fn end_session(&self, session: &str) -> Result<(), SessionEndError> {
+        let _ = session;
+        Ok(())
+    }
 }

@@ -490,6 +490,60 @@ fn a_mounted_rung_serves_only_its_platform() {
     assert_eq!(p.confine(&argv(), &ro()).unwrap().backend, "bwrap");
 }
 
+/// Records the sessions it is told are over; confines as [`FakeRung`].
+#[derive(Default)]
+struct EndingRung(Mutex<Vec<String>>);
+
+impl PlatformRung for EndingRung {
+    fn platform(&self) -> Platform {
+        Platform::Windows
+    }
+    fn backend(&self) -> &'static str {
+        "restricted-token"
+    }
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        FakeRung.confine(argv, policy)
+    }
+    fn report(&self) -> BackendReport {
+        FakeRung.report()
+    }
+    fn end_session(&self, session: &str) -> Result<(), stockade_core::SessionEndError> {
+        self.0.lock().unwrap().push(session.to_owned());
+        Ok(())
+    }
+}
+
+#[test]
+fn ending_a_session_reaches_the_mounted_rung_of_this_platform_only() {
+    let rung = Arc::new(EndingRung::default());
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Windows,
+    );
+    let p = p.with_rung(rung.clone());
+    p.end_session("s-1").unwrap();
+    p.end_session("s-1").unwrap();
+    assert_eq!(*rung.0.lock().unwrap(), ["s-1", "s-1"]);
+
+    // Elsewhere the rung is not consulted, and the Unix backends hold
+    // nothing per session: ending one is a no-op.
+    let idle = Arc::new(EndingRung::default());
+    let (p, h) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let p = p.with_rung(idle.clone());
+    p.end_session("s-1").unwrap();
+    assert!(idle.0.lock().unwrap().is_empty());
+    assert_eq!(h.probes.load(Ordering::SeqCst), 0, "nothing was selected");
+}
+
 fn ww(root: &str) -> SandboxPolicy {
     SandboxPolicy::new(ConfiningMode::WorkspaceWrite, root)
 }

@@ -20,6 +20,8 @@ pub trait ShellExecutor: Send + Sync {
     /// Whether this executor can honour a sandbox policy. The tools layer
     /// advertises escalation fields only when it does.
     fn confines(&self) -> bool;
+    /// The shell command strings are handed to.
+    fn interpreter(&self) -> &Interpreter;
     /// Fill in everything the request left to the executor (the policy).
     fn resolve(&self, request: ShellRequest) -> ShellSpec;
     /// Run in the foreground and return the result.
@@ -28,19 +30,139 @@ pub trait ShellExecutor: Send + Sync {
     fn start(&self, spec: ShellSpec) -> Result<JobHandle, ShellError>;
 }
 
+/// Which shell an [`Interpreter`] is: what the shell tool tells the model
+/// it runs, and whose dialect its output is read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    /// `bash -c`
+    Bash,
+    /// PowerShell 7+ (`pwsh`).
+    Pwsh,
+    /// Windows PowerShell 5.1 (`powershell.exe`), shipped with Windows.
+    PowerShell,
+}
+
+impl Shell {
+    /// Whether this is one of the PowerShells (the same language and the
+    /// same .NET denial dialect).
+    pub fn is_powershell(self) -> bool {
+        matches!(self, Shell::Pwsh | Shell::PowerShell)
+    }
+}
+
+/// `[bash] shell`: which shell commands are handed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShellChoice {
+    /// On Windows `pwsh` when it is on `PATH`, else Windows PowerShell;
+    /// elsewhere bash.
+    #[default]
+    Auto,
+    Bash,
+    Pwsh,
+    PowerShell,
+}
+
+/// A `[bash] shell` value outside [`ShellChoice::VALUES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown shell {value:?}: expected one of \"auto\", \"bash\", \"pwsh\", \"powershell\"")]
+pub struct UnknownShell {
+    pub value: String,
+}
+
+impl ShellChoice {
+    /// Every accepted spelling, in the order the error lists them.
+    pub const VALUES: [&'static str; 4] = ["auto", "bash", "pwsh", "powershell"];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ShellChoice::Auto => "auto",
+            ShellChoice::Bash => "bash",
+            ShellChoice::Pwsh => "pwsh",
+            ShellChoice::PowerShell => "powershell",
+        }
+    }
+}
+
+impl std::str::FromStr for ShellChoice {
+    type Err = UnknownShell;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(ShellChoice::Auto),
+            "bash" => Ok(ShellChoice::Bash),
+            "pwsh" => Ok(ShellChoice::Pwsh),
+            "powershell" => Ok(ShellChoice::PowerShell),
+            _ => Err(UnknownShell {
+                value: s.to_owned(),
+            }),
+        }
+    }
+}
+
+/// The host family as far as choosing a shell goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostOs {
+    Windows,
+    /// Linux, macOS and the rest: bash is the shell.
+    Other,
+}
+
+impl HostOs {
+    pub const fn current() -> Self {
+        if cfg!(windows) {
+            HostOs::Windows
+        } else {
+            HostOs::Other
+        }
+    }
+}
+
+/// Whether `program` names an executable file in an absolute `PATH`
+/// directory (with a `PATHEXT` extension on Windows, as `CreateProcess`
+/// would find it). A relative entry is skipped: it would name a different
+/// directory depending on where the command runs.
+pub fn on_path(program: &str) -> bool {
+    let Some(path) = std::env::var_os("PATH") else {
+        return false;
+    };
+    let extensions: Vec<String> = if cfg!(windows) {
+        std::env::var("PATHEXT")
+            .unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".into())
+            .split(';')
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .any(|dir| {
+            dir.join(program).is_file()
+                || extensions
+                    .iter()
+                    .any(|ext| dir.join(format!("{program}{ext}")).is_file())
+        })
+}
+
 /// The shell a command string is handed to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interpreter {
+    shell: Shell,
     prefix: Vec<OsString>,
     /// This shell's own wording of a denied file effect, added to the
     /// backend's signatures.
     denial_signatures: Vec<String>,
 }
 
+/// How .NET (`Access to the path '...' is denied.`) and Win32/cmd (`Access
+/// is denied.`) word a denied file effect: both PowerShells speak it.
+const POWERSHELL_DENIALS: [&str; 2] = ["Access to the path", "Access is denied"];
+
 impl Interpreter {
     /// `bash -c COMMAND`
     pub fn bash() -> Self {
         Self {
+            shell: Shell::Bash,
             prefix: vec!["bash".into(), "-c".into()],
             denial_signatures: vec![],
         }
@@ -49,10 +171,53 @@ impl Interpreter {
     /// `pwsh -NoProfile -Command COMMAND`, the Windows twin, with .NET's and
     /// Win32's wording of an access denial.
     pub fn pwsh() -> Self {
+        Self::powershell_like(Shell::Pwsh, "pwsh")
+    }
+
+    /// `powershell.exe -NoProfile -Command COMMAND`: Windows PowerShell 5.1,
+    /// present on every Windows, for hosts without PowerShell 7. Same
+    /// dialect as [`Interpreter::pwsh`].
+    pub fn powershell() -> Self {
+        Self::powershell_like(Shell::PowerShell, "powershell.exe")
+    }
+
+    fn powershell_like(shell: Shell, program: &str) -> Self {
         Self {
-            prefix: vec!["pwsh".into(), "-NoProfile".into(), "-Command".into()],
-            denial_signatures: vec!["Access to the path".into(), "Access is denied".into()],
+            shell,
+            // No profile: a profile script is the user's, not the command's,
+            // and would run inside every confined command.
+            prefix: vec![program.into(), "-NoProfile".into(), "-Command".into()],
+            denial_signatures: POWERSHELL_DENIALS.iter().map(|s| (*s).to_owned()).collect(),
         }
+    }
+
+    /// The interpreter `choice` means on `os`, given which programs `exists`
+    /// (looked up by bare name, e.g. `"pwsh"`). Pure, so every case is
+    /// tested on any host; [`Interpreter::for_host`] feeds it this host.
+    ///
+    /// An explicit choice is honoured as given, even when the program is
+    /// missing: the command then fails to start, which says what is wrong,
+    /// rather than running in a shell nobody chose. Only `auto` looks.
+    pub fn select(choice: ShellChoice, os: HostOs, exists: &dyn Fn(&str) -> bool) -> Self {
+        match (choice, os) {
+            (ShellChoice::Bash, _) | (ShellChoice::Auto, HostOs::Other) => Self::bash(),
+            (ShellChoice::Pwsh, _) => Self::pwsh(),
+            (ShellChoice::PowerShell, _) => Self::powershell(),
+            // Windows PowerShell ships with Windows; PowerShell 7 is the one
+            // users install on purpose, so it wins when present.
+            (ShellChoice::Auto, HostOs::Windows) if exists("pwsh") => Self::pwsh(),
+            (ShellChoice::Auto, HostOs::Windows) => Self::powershell(),
+        }
+    }
+
+    /// [`Interpreter::select`] for this host and its `PATH`.
+    pub fn for_host(choice: ShellChoice) -> Self {
+        Self::select(choice, HostOs::current(), &on_path)
+    }
+
+    /// Which shell this is.
+    pub fn shell(&self) -> Shell {
+        self.shell
     }
 
     /// What the provider (or the OS) is handed for `command`.
@@ -97,7 +262,8 @@ async fn run_launch(launch: Launch) -> Result<ShellResult, ShellError> {
     }
 }
 
-/// Plain `bash -c COMMAND`: honestly unconfined.
+/// Plain `bash -c COMMAND` (or the chosen interpreter's): honestly
+/// unconfined.
 #[derive(Debug, Clone)]
 pub struct UnconfinedExecutor {
     interpreter: Interpreter,
@@ -136,6 +302,10 @@ impl UnconfinedExecutor {
 impl ShellExecutor for UnconfinedExecutor {
     fn confines(&self) -> bool {
         false
+    }
+
+    fn interpreter(&self) -> &Interpreter {
+        &self.interpreter
     }
 
     fn resolve(&self, request: ShellRequest) -> ShellSpec {
@@ -249,6 +419,10 @@ impl ShellExecutor for SandboxedExecutor {
         true
     }
 
+    fn interpreter(&self) -> &Interpreter {
+        &self.interpreter
+    }
+
     fn resolve(&self, request: ShellRequest) -> ShellSpec {
         let policy = request
             .policy
@@ -312,5 +486,147 @@ impl SandboxedExecutor {
         let program = program_of(&self.interpreter, &request);
         let launch = self.launch(&self.resolve(request))?;
         crate::piped::start(launch, program).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    fn argv_of(i: &Interpreter) -> Vec<OsString> {
+        i.argv(&Command::Shell("echo hi".into()))
+    }
+
+    type Exists = dyn Fn(&str) -> bool;
+
+    #[test]
+    fn every_choice_on_every_host_selects_its_interpreter() {
+        let with_pwsh = |p: &str| p == "pwsh";
+        let without = |_: &str| false;
+        let every = |_: &str| true;
+        let cases: [(ShellChoice, HostOs, &Exists, Shell); 14] = [
+            // auto: PowerShell 7 when found, else Windows PowerShell; bash
+            // off Windows whatever is installed.
+            (ShellChoice::Auto, HostOs::Windows, &with_pwsh, Shell::Pwsh),
+            (
+                ShellChoice::Auto,
+                HostOs::Windows,
+                &without,
+                Shell::PowerShell,
+            ),
+            (ShellChoice::Auto, HostOs::Other, &every, Shell::Bash),
+            (ShellChoice::Auto, HostOs::Other, &without, Shell::Bash),
+            // Explicit choices are honoured as given, found or not.
+            (ShellChoice::Bash, HostOs::Windows, &every, Shell::Bash),
+            (ShellChoice::Bash, HostOs::Windows, &without, Shell::Bash),
+            (ShellChoice::Bash, HostOs::Other, &without, Shell::Bash),
+            (ShellChoice::Pwsh, HostOs::Windows, &without, Shell::Pwsh),
+            (ShellChoice::Pwsh, HostOs::Windows, &with_pwsh, Shell::Pwsh),
+            (ShellChoice::Pwsh, HostOs::Other, &without, Shell::Pwsh),
+            (ShellChoice::Pwsh, HostOs::Other, &with_pwsh, Shell::Pwsh),
+            (
+                ShellChoice::PowerShell,
+                HostOs::Windows,
+                &with_pwsh,
+                Shell::PowerShell,
+            ),
+            (
+                ShellChoice::PowerShell,
+                HostOs::Windows,
+                &without,
+                Shell::PowerShell,
+            ),
+            (
+                ShellChoice::PowerShell,
+                HostOs::Other,
+                &every,
+                Shell::PowerShell,
+            ),
+        ];
+        for (choice, host, exists, want) in cases {
+            let got = Interpreter::select(choice, host, exists);
+            assert_eq!(got.shell(), want, "{choice:?} on {host:?}");
+        }
+    }
+
+    #[test]
+    fn auto_asks_only_for_pwsh_and_only_on_windows() {
+        let asked = std::sync::Mutex::new(Vec::<String>::new());
+        let exists = |p: &str| {
+            asked.lock().unwrap().push(p.to_owned());
+            false
+        };
+        Interpreter::select(ShellChoice::Auto, HostOs::Other, &exists);
+        Interpreter::select(ShellChoice::Pwsh, HostOs::Windows, &exists);
+        assert_eq!(*asked.lock().unwrap(), Vec::<String>::new());
+        Interpreter::select(ShellChoice::Auto, HostOs::Windows, &exists);
+        assert_eq!(*asked.lock().unwrap(), ["pwsh"]);
+    }
+
+    #[test]
+    fn each_interpreter_hands_over_its_own_argv_and_dialect() {
+        let bash = Interpreter::bash();
+        assert_eq!(argv_of(&bash), os(&["bash", "-c", "echo hi"]));
+        assert!(bash.denial_signatures.is_empty());
+        assert!(!bash.shell().is_powershell());
+        let pwsh = Interpreter::pwsh();
+        assert_eq!(
+            argv_of(&pwsh),
+            os(&["pwsh", "-NoProfile", "-Command", "echo hi"])
+        );
+        let ps = Interpreter::powershell();
+        assert_eq!(
+            argv_of(&ps),
+            os(&["powershell.exe", "-NoProfile", "-Command", "echo hi"])
+        );
+        for i in [&pwsh, &ps] {
+            assert!(i.shell().is_powershell());
+            assert_eq!(
+                i.denial_signatures,
+                ["Access to the path", "Access is denied"]
+            );
+        }
+        // An argv command is never wrapped in any shell.
+        let direct = Command::Argv(os(&["git", "status"]));
+        assert_eq!(pwsh.argv(&direct), os(&["git", "status"]));
+    }
+
+    #[test]
+    fn choices_parse_from_exactly_their_spellings() {
+        for v in ShellChoice::VALUES {
+            let c: ShellChoice = v.parse().unwrap();
+            assert_eq!(c.as_str(), v);
+        }
+        assert_eq!(ShellChoice::default(), ShellChoice::Auto);
+        for bad in ["", "zsh", "Bash", "pwsh.exe", "powershell.exe", " auto"] {
+            let e = bad.parse::<ShellChoice>().unwrap_err();
+            assert_eq!(e.value, bad);
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn executors_report_their_interpreter() {
+        assert_eq!(
+            UnconfinedExecutor::default().interpreter().shell(),
+            Shell::Bash
+        );
+        assert_eq!(
+            UnconfinedExecutor::new(Interpreter::powershell())
+                .interpreter()
+                .shell(),
+            Shell::PowerShell
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn on_path_finds_installed_programs_only() {
+        assert!(on_path("sh"));
+        assert!(!on_path("stockade-no-such-program-7f3a"));
     }
 }

@@ -25,7 +25,10 @@ mod process;
 mod spec;
 
 pub use error::{FdConflict, ShellError};
-pub use executor::{BoxFuture, Interpreter, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
+pub use executor::{
+    BoxFuture, HostOs, Interpreter, SandboxedExecutor, Shell, ShellChoice, ShellExecutor,
+    UnconfinedExecutor, UnknownShell, on_path,
+};
 pub use job::JobHandle;
 pub use output::denied_path;
 pub use output::{CapturedOutput, OutputLimits};

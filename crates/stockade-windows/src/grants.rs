@@ -6,11 +6,14 @@
 //!   cross-session reuse cache. Applying it eagerly propagates through the
 //!   whole tree (`SetNamedSecurityInfoW` walks every descendant), so an
 //!   exact-ACE check skips re-applying it.
-//! - Each provider/workspace pair gets a fresh random private temp directory
-//!   with its own SID and a *revocable* ACE, revoked and removed at the end. A
-//!   fresh provider always draws a new path and SID, so residue from a crash
-//!   is inert litter: it can neither block a resumed session nor hand it a
-//!   capability.
+//! - Each live session/workspace pair (and, for session-less calls, each
+//!   provider/workspace pair) gets a fresh random private temp directory with
+//!   its own SID and a *revocable* ACE, revoked and removed when the session
+//!   ends (or the provider is dropped). Two sessions on one workspace share
+//!   the standing workspace SID but never a temp SID, so neither can write
+//!   the other's temp tree. Every allocation draws a new path and SID, so
+//!   residue from a crash is inert litter: it can neither block a resumed
+//!   session nor hand it a capability.
 //!
 //! Every precondition is checked before the first ACL mutation, and every
 //! failure after the temp directory exists removes it again.
@@ -30,7 +33,8 @@ pub const TEMP_PREFIX: &str = "stockade-";
 /// creating our names on purpose.
 pub const NAME_ATTEMPTS: u32 = 4;
 
-/// One live provider/workspace pair's capabilities.
+/// One live session/workspace (or session-less provider/workspace) pair's
+/// capabilities.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allocation {
     /// Canonical workspace root.
@@ -131,7 +135,7 @@ fn temp_name(bytes: [u8; 16]) -> String {
     s
 }
 
-/// Allocate a provider/workspace pair: check every precondition, make the
+/// Allocate a session/workspace pair: check every precondition, make the
 /// standing workspace ACE exact, create a fresh random private temp directory
 /// and grant its revocable ACE. `workspace` must already be canonical.
 pub fn allocate<W: Win32>(sys: &W, workspace: &Path) -> Result<Allocation, Error> {

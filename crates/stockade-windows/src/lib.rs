@@ -6,7 +6,8 @@
 //! write must also match an ACE for one of the restricting SIDs, of which
 //! only two are capabilities: the workspace SID (a standing ACE on the
 //! workspace) and the private temp SID (a revocable ACE on a random
-//! per-provider directory TMP/TEMP point at).
+//! per-session directory TMP/TEMP point at, removed when the session ends;
+//! session-less calls get one per provider).
 //!
 //! | module | what |
 //! |---|---|

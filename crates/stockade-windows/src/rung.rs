@@ -1,10 +1,13 @@
 //! The Windows rung of the local provider: `restricted-token`.
 //!
-//! Sole candidate, no probe, always `partial`. `confine` allocates this
-//! provider's private temp directory and SIDs for the workspace (once per
-//! provider lifetime and workspace), makes the standing workspace ACE exact,
-//! grants the temp ACE, and wraps the caller's argv in the runner. Dropping
-//! the rung revokes every temp ACE and removes every temp directory.
+//! Sole candidate, no probe, always `partial`. `confine` allocates a private
+//! temp directory and its SID per (workspace, session) — the session being
+//! the policy's scope, [`SandboxPolicy::session`] — on the first
+//! workspace-write call of that pair, makes the standing workspace ACE
+//! exact, grants the temp ACE, and wraps the caller's argv in the runner.
+//! Session-less calls (`stockade exec`) share one pair per workspace for the
+//! rung's lifetime. Ending a session revokes and removes only that
+//! session's pairs; dropping the rung revokes and removes every pair left.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -12,6 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use stockade_core::{
     Confined, ConfiningMode, Enforcement, RunnerFailureRule, SandboxPolicy, SandboxUnavailable,
+    SessionEndError,
 };
 use stockade_local::{BackendReport, Platform, PlatformRung};
 
@@ -28,12 +32,21 @@ pub const DENIAL_SIGNATURES: [&str; 2] = ["Access to the path", "Access is denie
 /// Why enforcement is `partial`, stated wherever the rung reports itself.
 pub const PARTIAL_REASON: &str = "enforcement is partial: an object whose ACL grants Everyone write access stays writable (Everyone must remain a restricting SID), and so does the target of a hard link from the workspace (an NTFS ACL belongs to the file, not to the link)";
 
+/// One live allocation and the scope it belongs to.
+#[derive(Debug, Clone)]
+struct Scoped {
+    /// The session whose calls use it; `None` for session-less calls.
+    session: Option<String>,
+    alloc: Allocation,
+}
+
 /// The rung over a [`Win32`] implementation.
 pub struct WindowsRung<W: Win32> {
     sys: W,
     runner: Result<PathBuf, String>,
-    /// One allocation per canonical workspace, for this rung's lifetime.
-    allocations: Mutex<Vec<Allocation>>,
+    /// One allocation per (canonical workspace, session), until that session
+    /// ends or the rung is dropped.
+    allocations: Mutex<Vec<Scoped>>,
 }
 
 impl<W: Win32> WindowsRung<W> {
@@ -51,7 +64,7 @@ impl<W: Win32> WindowsRung<W> {
         self.runner.as_deref().map_err(String::as_str)
     }
 
-    fn allocations(&self) -> MutexGuard<'_, Vec<Allocation>> {
+    fn allocations(&self) -> MutexGuard<'_, Vec<Scoped>> {
         // A panic while holding the lock cannot leave a half-made entry: an
         // allocation is pushed only once complete.
         self.allocations
@@ -59,18 +72,53 @@ impl<W: Win32> WindowsRung<W> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The live allocations (for diagnostics and tests).
+    /// The live allocations of every scope (for diagnostics and tests).
     pub fn live(&self) -> Vec<Allocation> {
-        self.allocations().clone()
+        self.allocations().iter().map(|s| s.alloc.clone()).collect()
+    }
+
+    /// The live allocations of one scope: `session`'s, or the session-less
+    /// ones for `None`.
+    pub fn live_for(&self, session: Option<&str>) -> Vec<Allocation> {
+        self.allocations()
+            .iter()
+            .filter(|s| s.session.as_deref() == session)
+            .map(|s| s.alloc.clone())
+            .collect()
     }
 
     /// Revoke every temp ACE and remove every temp directory now. Idempotent;
     /// also done on drop. The standing workspace ACEs stay.
     pub fn release(&self) -> Result<(), ReleaseError> {
-        let drained: Vec<Allocation> = self.allocations().drain(..).collect();
+        let drained: Vec<Scoped> = self.allocations().drain(..).collect();
+        self.release_all(&drained)
+    }
+
+    /// End `session`: revoke its temp ACEs and remove its temp directories
+    /// (one per workspace it wrote in), leaving every other session's and
+    /// the session-less ones alone. Idempotent, and a session never seen is
+    /// a no-op. The entries are forgotten even when cleanup fails: what is
+    /// left is inert (no later token carries that random SID), and a later
+    /// call scoped to the same session draws a fresh pair instead of
+    /// reusing a half-released one.
+    pub fn end(&self, session: &str) -> Result<(), ReleaseError> {
+        let ended: Vec<Scoped> = {
+            let mut live = self.allocations();
+            let (ended, kept) = live
+                .drain(..)
+                .partition(|s| s.session.as_deref() == Some(session));
+            *live = kept;
+            ended
+        };
+        // Released outside the lock: other sessions keep confining while
+        // this one's directories are removed.
+        self.release_all(&ended)
+    }
+
+    fn release_all(&self, entries: &[Scoped]) -> Result<(), ReleaseError> {
         let mut failures = Vec::new();
-        for a in &drained {
-            if let Err(e) = grants::release(&self.sys, a) {
+        for s in entries {
+            if let Err(e) = grants::release(&self.sys, &s.alloc) {
                 failures.extend(e.failures);
             }
         }
@@ -115,13 +163,20 @@ impl<W: Win32> WindowsRung<W> {
                     policy.workspace_root(),
                     Step::CanonicalizeWorkspace,
                 )?;
+                let session = policy.session.as_deref();
                 let mut live = self.allocations();
-                let alloc = match live.iter().find(|a| a.workspace == workspace) {
-                    Some(a) => a.clone(),
+                let found = live
+                    .iter()
+                    .find(|s| s.alloc.workspace == workspace && s.session.as_deref() == session);
+                let alloc = match found {
+                    Some(s) => s.alloc.clone(),
                     None => {
-                        let a = grants::allocate(&self.sys, &workspace)?;
-                        live.push(a.clone());
-                        a
+                        let alloc = grants::allocate(&self.sys, &workspace)?;
+                        live.push(Scoped {
+                            session: policy.session.clone(),
+                            alloc: alloc.clone(),
+                        });
+                        alloc
                     }
                 };
                 RunnerArgs::from_allocation(&alloc, argv.to_vec())
@@ -188,6 +243,14 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+        })
+    }
+
+    fn end_session(&self, session: &str) -> Result<(), SessionEndError> {
+        self.end(session).map_err(|e| SessionEndError {
+            session: session.to_owned(),
+            backend: BACKEND.into(),
+            detail: e.to_string(),
         })
     }
 

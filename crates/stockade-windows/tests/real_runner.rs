@@ -209,6 +209,53 @@ fn a_sibling_session_cannot_write_its_siblings_temp_under_a_shared_workspace_sid
     assert_denied(&cb, &write(&cb, &into_a), &into_a);
 }
 
+fn confine_in(rung: &dyn PlatformRung, ws: &Path, session: &str) -> Confined {
+    let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, ws)
+        .with_session(Some(session.to_owned()));
+    rung.confine(&helper_argv(), &policy).unwrap()
+}
+
+/// One provider (as `stockade acp` has), two sessions on one workspace:
+/// each has its own temp capability, and ending one leaves the other's.
+#[test]
+fn a_run_in_one_session_cannot_write_a_sibling_sessions_temp() {
+    let ws = scratch();
+    let r = rung();
+    let ca = confine_in(&*r, ws.path(), "session-a");
+    let cb = confine_in(&*r, ws.path(), "session-b");
+    let (ta, tb) = (temp_dir_of(&ca), temp_dir_of(&cb));
+    assert_ne!(ta, tb);
+    let own = run(&ca, "write-temp:own.txt");
+    assert_eq!(
+        own.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&own.stderr)
+    );
+    assert!(ta.join("own.txt").is_file());
+    let into_b = tb.join("from-a.txt");
+    assert_denied(&ca, &write(&ca, &into_b), &into_b);
+    let into_a = ta.join("from-b.txt");
+    assert_denied(&cb, &write(&cb, &into_a), &into_a);
+    let shared = ws.path().join("shared-by-sessions.txt");
+    assert_written(&write(&cb, &shared), &shared);
+
+    // Ending A revokes and removes A's temp only; B keeps working.
+    r.end_session("session-a").unwrap();
+    assert!(!ta.exists(), "{}", ta.display());
+    assert!(tb.is_dir(), "{}", tb.display());
+    let still = run(&cb, "write-temp:still.txt");
+    assert_eq!(
+        still.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&still.stderr)
+    );
+    assert!(tb.join("still.txt").is_file());
+    // Idempotent.
+    r.end_session("session-a").unwrap();
+}
+
 #[test]
 fn a_mode_downgrade_leaves_the_standing_ace_inert() {
     let ws = scratch();

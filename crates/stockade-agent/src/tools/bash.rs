@@ -11,7 +11,7 @@ use std::time::Duration;
 use stockade_core::{NetworkMode, texts};
 use stockade_session::SessionId;
 use stockade_shell::{
-    BoxFuture, JobHandle, OutputTap, ShellError, ShellExecutor, ShellRequest, ShellResult,
+    BoxFuture, JobHandle, OutputTap, Shell, ShellError, ShellExecutor, ShellRequest, ShellResult,
 };
 use tokio::sync::Notify;
 
@@ -265,6 +265,22 @@ impl BashTool {
     }
 }
 
+/// What the description opens with: which language a command must be in.
+/// The tool keeps the name `bash` whatever the shell (approval prompts,
+/// hooks, session logs and editors key on the name), so for PowerShell the
+/// text says so plainly.
+fn runs(shell: Shell) -> &'static str {
+    match shell {
+        Shell::Bash => "Run a bash command",
+        Shell::Pwsh => {
+            "Run a PowerShell command (PowerShell 7, `pwsh -NoProfile -Command`; this tool is named bash but runs PowerShell, so write PowerShell, not bash)"
+        }
+        Shell::PowerShell => {
+            "Run a Windows PowerShell command (PowerShell 5.1, `powershell.exe -NoProfile -Command`; this tool is named bash but runs PowerShell, so write PowerShell, not bash)"
+        }
+    }
+}
+
 fn start_error(e: ShellError) -> ToolOutput {
     ToolOutput::error(e.to_string())
 }
@@ -275,25 +291,29 @@ impl Tool for BashTool {
     }
 
     fn description(&self) -> String {
-        let mut d = String::from(
-            "Run a bash command. Commands run in a file sandbox: writes outside what the sandbox allows are refused by the kernel, and the result then starts with a marker like \"[sandbox: file access denied under read-only mode]\". Attempt the commands the task needs; do not avoid a command because it might be denied, and never try to work around a denial (other paths, tools, interpreters or encodings).",
-        );
-        if self.executor.confines() {
-            d.push_str(" If a denied command is needed, retry the same command once with `sandbox_permissions` (the narrowest mode that suffices) and a `justification`; the user approves or rejects that single retry.");
-            let _ = write!(
-                d,
-                " The network is confined too (the policy message says how): a refused connection is marked like \"{}\". If the task needs that connection, retry the same command once with `network` (the narrowest that suffices) and a `justification`, the same way.",
-                texts::network_denial_marker(Some("example.com"), NetworkMode::Deny)
-            );
-        } else {
-            d = String::from("Run a bash command (not sandboxed in this deployment).");
+        let runs = runs(self.executor.interpreter().shell());
+        if !self.executor.confines() {
+            return format!("{runs} (not sandboxed in this deployment).");
         }
+        let mut d = format!(
+            "{runs}. Commands run in a file sandbox: writes outside what the sandbox allows are refused by the kernel, and the result then starts with a marker like \"[sandbox: file access denied under read-only mode]\". Attempt the commands the task needs; do not avoid a command because it might be denied, and never try to work around a denial (other paths, tools, interpreters or encodings).",
+        );
+        d.push_str(" If a denied command is needed, retry the same command once with `sandbox_permissions` (the narrowest mode that suffices) and a `justification`; the user approves or rejects that single retry.");
+        let _ = write!(
+            d,
+            " The network is confined too (the policy message says how): a refused connection is marked like \"{}\". If the task needs that connection, retry the same command once with `network` (the narrowest that suffices) and a `justification`, the same way.",
+            texts::network_denial_marker(Some("example.com"), NetworkMode::Deny)
+        );
         d
     }
 
     fn schema(&self) -> serde_json::Value {
+        let command = match self.executor.interpreter().shell() {
+            Shell::Bash => "The bash command to run.",
+            Shell::Pwsh | Shell::PowerShell => "The PowerShell command to run.",
+        };
         let props = serde_json::json!({
-            "command": { "type": "string", "description": "The bash command to run." },
+            "command": { "type": "string", "description": command },
             "description": { "type": "string", "description": "What the command does, in 5-10 words." },
             "workdir": { "type": "string", "description": "Directory to run in, absolute or relative to the workspace (default: the workspace)." },
             "timeout_ms": { "type": "integer", "minimum": 1, "description": "Kill the command (and everything it started) after this many milliseconds." },
@@ -314,6 +334,86 @@ impl Tool for BashTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tool(executor: Arc<dyn ShellExecutor>) -> BashTool {
+        let policy = Arc::new(PolicyService::new(
+            stockade_core::SandboxMode::WorkspaceWrite,
+            "/w",
+        ));
+        BashTool::new(executor, policy, EscalationGate::new(None))
+    }
+
+    /// A confining executor that is never run: only its description and
+    /// schema are read.
+    fn confining(interpreter: stockade_shell::Interpreter) -> Arc<dyn ShellExecutor> {
+        struct Never;
+        impl stockade_core::SandboxProvider for Never {
+            fn confine(
+                &self,
+                _: &[std::ffi::OsString],
+                _: &stockade_core::SandboxPolicy,
+            ) -> Result<stockade_core::Confined, stockade_core::SandboxUnavailable> {
+                Err(stockade_core::SandboxUnavailable::single(
+                    "never", "not run",
+                ))
+            }
+        }
+        Arc::new(
+            stockade_shell::SandboxedExecutor::new(
+                Arc::new(Never),
+                stockade_core::ExecutionPolicy::new(
+                    stockade_core::SandboxMode::WorkspaceWrite,
+                    "/w",
+                ),
+            )
+            .with_interpreter(interpreter),
+        )
+    }
+
+    #[test]
+    fn the_description_names_the_shell_the_commands_run_in() {
+        use stockade_shell::{Interpreter, UnconfinedExecutor};
+        let bash = tool(confining(Interpreter::bash())).description();
+        assert!(bash.starts_with("Run a bash command. Commands run in a file sandbox"));
+        for (interpreter, opening) in [
+            (
+                Interpreter::pwsh(),
+                "Run a PowerShell command (PowerShell 7, `pwsh",
+            ),
+            (
+                Interpreter::powershell(),
+                "Run a Windows PowerShell command (PowerShell 5.1, `powershell.exe",
+            ),
+        ] {
+            let t = tool(confining(interpreter.clone()));
+            let d = t.description();
+            assert!(d.starts_with(opening), "{d}");
+            assert!(d.contains("named bash but runs PowerShell"), "{d}");
+            // The denial marker and the retry fields, as for bash.
+            assert_eq!(
+                d.split_once(". Commands run").map(|(_, rest)| rest),
+                bash.split_once(". Commands run").map(|(_, rest)| rest)
+            );
+            assert_eq!(t.name(), "bash");
+            let schema = t.schema();
+            assert_eq!(
+                schema["properties"]["command"]["description"],
+                "The PowerShell command to run."
+            );
+            assert!(schema["properties"]["sandbox_permissions"].is_object());
+            // Unconfined: no sandbox text, no retry fields.
+            let u = tool(Arc::new(UnconfinedExecutor::new(interpreter)));
+            let d = u.description();
+            assert!(d.starts_with(opening), "{d}");
+            assert!(d.ends_with("(not sandboxed in this deployment)."), "{d}");
+            assert!(!d.contains("sandbox_permissions"), "{d}");
+            assert!(u.schema()["properties"]["sandbox_permissions"].is_null());
+        }
+        assert_eq!(
+            tool(Arc::new(UnconfinedExecutor::default())).description(),
+            "Run a bash command (not sandboxed in this deployment)."
+        );
+    }
 
     #[test]
     fn live_output_keeps_the_last_bytes_from_a_character_boundary() {

@@ -398,3 +398,270 @@ fn the_local_provider_delegates_to_the_mounted_rung_on_windows() {
     let c = linux.confine(&cmd(), &ww(WORKSPACE));
     assert!(c.map_or(true, |c| c.backend != "restricted-token"));
 }
+
+// ---- per-session temp ----------------------------------------------------
+
+fn ww_in(root: &str, session: &str) -> SandboxPolicy {
+    ww(root).with_session(Some(session.to_owned()))
+}
+
+/// Whether a token confined by `c` passes the restricting check for a write
+/// to `dir`, as Windows evaluates it: some allow ACE on the object (its own
+/// or inherited) names one of the token's restricting SIDs.
+fn restricted_write_allowed(mock: &Mock, c: &Confined, dir: &Path) -> bool {
+    let args = RunnerArgs::parse(c.argv[1..].to_vec()).unwrap();
+    let logon: Sid = crate::mock::LOGON.parse().unwrap();
+    let restricting = crate::token::restricting_sids(&logon, &args.token_mode());
+    match mock.state().dirs.get(dir) {
+        Some(Dacl::Entries(aces)) => aces.iter().any(|a| {
+            a.ace_type == crate::acl::ACCESS_ALLOWED
+                && a.sid.as_ref().is_some_and(|s| restricting.contains(s))
+        }),
+        Some(Dacl::Null) => true,
+        None => panic!("no directory {}", dir.display()),
+    }
+}
+
+fn temp_of(c: &Confined) -> PathBuf {
+    RunnerArgs::parse(c.argv[1..].to_vec())
+        .unwrap()
+        .temp
+        .unwrap()
+        .0
+}
+
+#[test]
+fn two_sessions_on_one_workspace_get_distinct_temp_dirs_and_sids() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    let a = r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    let b = r.confine(&cmd(), &ww_in(WORKSPACE, "session-b")).unwrap();
+    assert_eq!(a.argv[6], b.argv[6], "the standing workspace SID is shared");
+    assert_ne!(a.argv[8], b.argv[8], "temp dirs differ");
+    assert_ne!(a.argv[10], b.argv[10], "temp SIDs differ");
+    assert_eq!(r.live_for(Some("session-a")).len(), 1);
+    assert_eq!(r.live_for(Some("session-b")).len(), 1);
+    assert_eq!(r.live_for(None), []);
+    // The standing ACE was applied once; the second session skipped it.
+    assert_eq!(
+        mock.count(|c| matches!(c, Call::ApplyAcl(p, _) if p == Path::new(WORKSPACE))),
+        1
+    );
+    // A session reuses its own pair on its next call (per workspace).
+    let again = r
+        .confine(&os(&["other"]), &ww_in(WORKSPACE, "session-a"))
+        .unwrap();
+    assert_eq!(a.argv[..12], again.argv[..12]);
+    assert_eq!(mock.count(|c| matches!(c, Call::CreateDir(_))), 2);
+    // ...and gets a pair of its own in another workspace.
+    let other = r
+        .confine(&cmd(), &ww_in(OTHER_WORKSPACE, "session-a"))
+        .unwrap();
+    assert_ne!(other.argv[8], a.argv[8]);
+    assert_eq!(r.live_for(Some("session-a")).len(), 2);
+}
+
+#[test]
+fn a_session_cannot_write_its_siblings_temp_tree() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    let a = r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    let b = r.confine(&cmd(), &ww_in(WORKSPACE, "session-b")).unwrap();
+    let (ta, tb) = (temp_of(&a), temp_of(&b));
+    // A subdirectory made inside B's temp tree inherits only B's ACE.
+    let nested = crate::paths::join(&tb, "nested");
+    mock.create_dir(&nested).unwrap();
+    assert!(restricted_write_allowed(&mock, &a, &ta));
+    assert!(restricted_write_allowed(&mock, &b, &tb));
+    assert!(restricted_write_allowed(&mock, &b, &nested));
+    assert!(!restricted_write_allowed(&mock, &a, &tb), "A into B's temp");
+    assert!(
+        !restricted_write_allowed(&mock, &a, &nested),
+        "A below B's temp"
+    );
+    assert!(!restricted_write_allowed(&mock, &b, &ta), "B into A's temp");
+    // Both share the standing workspace capability.
+    assert!(restricted_write_allowed(&mock, &a, Path::new(WORKSPACE)));
+    assert!(restricted_write_allowed(&mock, &b, Path::new(WORKSPACE)));
+}
+
+#[test]
+fn ending_a_session_revokes_and_removes_only_its_own() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    r.confine(&cmd(), &ww_in(OTHER_WORKSPACE, "session-a"))
+        .unwrap();
+    let b = r.confine(&cmd(), &ww_in(WORKSPACE, "session-b")).unwrap();
+    let plain = r.confine(&cmd(), &ww(WORKSPACE)).unwrap();
+    let ended = r.live_for(Some("session-a"));
+    let kept_b = r.live_for(Some("session-b"));
+    let kept_plain = r.live_for(None);
+    mock.clear_calls();
+
+    r.end_session("session-a").unwrap();
+
+    // Revoked first (a grandchild that outlived its runner loses write
+    // access at once), then removed; nothing else touched.
+    let mut expected = Vec::new();
+    for a in &ended {
+        expected.push(Call::ApplyAcl(
+            a.temp_dir.clone(),
+            vec![crate::acl::AclEntry::revoke(a.temp_sid.clone())],
+        ));
+        expected.push(Call::RemoveDirAll(a.temp_dir.clone()));
+    }
+    assert_eq!(mock.calls(), expected);
+    for a in &ended {
+        assert_eq!(mock.aces_for(&a.temp_sid), []);
+        assert_eq!(mock.aces_for(&a.workspace_sid).len(), 1, "standing");
+    }
+    assert_eq!(r.live_for(Some("session-a")), []);
+    assert_eq!(r.live_for(Some("session-b")), kept_b);
+    assert_eq!(r.live_for(None), kept_plain);
+    let mut left = mock.dirs_under(TEMP_ROOT);
+    left.sort();
+    let mut want = vec![kept_b[0].temp_dir.clone(), kept_plain[0].temp_dir.clone()];
+    want.sort();
+    assert_eq!(left, want);
+
+    // The other session keeps working, with the very same pair.
+    mock.clear_calls();
+    let b2 = r.confine(&cmd(), &ww_in(WORKSPACE, "session-b")).unwrap();
+    assert_eq!(b.argv, b2.argv);
+    assert_eq!(mock.mutations(), []);
+    assert!(restricted_write_allowed(&mock, &b2, &temp_of(&b2)));
+    let p2 = r.confine(&cmd(), &ww(WORKSPACE)).unwrap();
+    assert_eq!(plain.argv, p2.argv);
+}
+
+#[test]
+fn ending_a_session_is_idempotent_and_an_unknown_one_is_a_no_op() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    r.end_session("session-a").unwrap();
+    mock.clear_calls();
+    r.end_session("session-a").unwrap();
+    r.end_session("never-seen").unwrap();
+    assert_eq!(mock.calls(), [], "nothing left to end twice");
+    // Read-only calls of a session allocate nothing, so there is nothing
+    // to end either.
+    r.confine(&cmd(), &ro(WORKSPACE).with_session(Some("ro".into())))
+        .unwrap();
+    mock.clear_calls();
+    r.end_session("ro").unwrap();
+    assert_eq!(mock.calls(), []);
+}
+
+#[test]
+fn a_session_used_after_its_end_draws_a_fresh_pair() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    let before = r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    r.end_session("session-a").unwrap();
+    let after = r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    assert_ne!(before.argv[8], after.argv[8], "a new temp dir");
+    assert_ne!(before.argv[10], after.argv[10], "a new temp SID");
+    assert_eq!(r.live_for(Some("session-a")).len(), 1);
+}
+
+#[test]
+fn ending_a_session_reports_cleanup_failures_and_forgets_it() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    r.confine(&cmd(), &ww_in(WORKSPACE, "session-b")).unwrap();
+    let residue = r.live_for(Some("session-a"))[0].clone();
+    mock.fail(Op::RemoveDirAll, 1, 32);
+    let err = r.end_session("session-a").unwrap_err();
+    assert_eq!(err.session, "session-a");
+    assert_eq!(err.backend, "restricted-token");
+    assert!(
+        err.detail
+            .contains("RemoveDirectoryW failed with Win32 error 32"),
+        "{err}"
+    );
+    // Revoked even though the directory stayed: the residue is inert.
+    assert_eq!(mock.aces_for(&residue.temp_sid), []);
+    assert_eq!(r.live_for(Some("session-a")), []);
+    assert_eq!(r.live_for(Some("session-b")).len(), 1);
+    mock.clear_calls();
+    r.end_session("session-a").unwrap();
+    assert_eq!(mock.calls(), []);
+}
+
+#[test]
+fn a_sessions_crash_residue_is_inert_for_its_resumption() {
+    let mock = Mock::new();
+    let crashed = rung(&mock);
+    let before = crashed
+        .confine(&cmd(), &ww_in(WORKSPACE, "session-a"))
+        .unwrap();
+    let residue = crashed.live_for(Some("session-a"))[0].clone();
+    // A crash: neither the session's end nor the rung's drop ran.
+    std::mem::forget(crashed);
+    mock.clear_calls();
+
+    // The same session resumed by a new process.
+    let resumed = rung(&mock);
+    let after = resumed
+        .confine(&cmd(), &ww_in(WORKSPACE, "session-a"))
+        .unwrap();
+    assert_eq!(before.argv[6], after.argv[6], "same workspace SID");
+    assert_ne!(before.argv[8], after.argv[8], "a new temp dir");
+    assert_ne!(before.argv[10], after.argv[10], "a new temp SID");
+    assert!(!restricted_write_allowed(&mock, &after, &residue.temp_dir));
+    resumed.end_session("session-a").unwrap();
+    // The residue was neither reused nor touched, and still carries only
+    // its own dead SID.
+    assert!(!mock.calls().iter().any(|c| match c {
+        Call::ApplyAcl(p, _) | Call::RemoveDirAll(p) | Call::CreateDir(p) => *p == residue.temp_dir,
+        _ => false,
+    }));
+    assert_eq!(
+        mock.dirs_under(TEMP_ROOT),
+        std::slice::from_ref(&residue.temp_dir)
+    );
+    assert_eq!(mock.aces_for(&residue.temp_sid).len(), 1);
+}
+
+#[test]
+fn dropping_the_rung_ends_every_session_left() {
+    let mock = Mock::new();
+    let r = rung(&mock);
+    r.confine(&cmd(), &ww_in(WORKSPACE, "session-a")).unwrap();
+    r.confine(&cmd(), &ww_in(WORKSPACE, "session-b")).unwrap();
+    r.confine(&cmd(), &ww(WORKSPACE)).unwrap();
+    let live = r.live();
+    assert_eq!(live.len(), 3);
+    drop(r);
+    assert_eq!(mock.dirs_under(TEMP_ROOT), Vec::<PathBuf>::new());
+    for a in &live {
+        assert_eq!(mock.aces_for(&a.temp_sid), []);
+    }
+}
+
+#[test]
+fn the_local_provider_ends_a_session_on_the_mounted_rung() {
+    let mock = Mock::new();
+    let r = Arc::new(rung(&mock));
+    let provider = LocalProvider::with_host(
+        LocalSettings::default(),
+        Platform::Windows,
+        stockade_local::default_host(),
+    )
+    .unwrap()
+    .with_rung(r.clone());
+    provider
+        .confine(&cmd(), &ww_in(WORKSPACE, "session-a"))
+        .unwrap();
+    provider
+        .confine(&cmd(), &ww_in(WORKSPACE, "session-b"))
+        .unwrap();
+    let dyn_provider: &dyn SandboxProvider = &provider;
+    dyn_provider.end_session("session-a").unwrap();
+    assert_eq!(r.live_for(Some("session-a")), []);
+    assert_eq!(r.live_for(Some("session-b")).len(), 1);
+    dyn_provider.end_session("session-a").unwrap();
+}
