@@ -324,3 +324,49 @@ async fn a_misconfigured_hook_refuses_the_start_naming_the_key() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_while_a_stop_hook_runs_kills_it_and_ends_the_turn_cancelled() {
+    use agent_client_protocol::schema::ProtocolVersion;
+    use agent_client_protocol::v1::schema::{
+        CancelNotification, InitializeRequest, NewSessionRequest,
+    };
+    let Some(w) = World::new(vec![say("done")]) else {
+        return;
+    };
+    // Without the cancel it would outlive the harness's bound.
+    let hooks = r#"
+[[hooks]]
+event = "stop"
+command = 'touch stop-started; sleep 590; touch stop-finished'
+timeout_ms = 600000
+"#;
+    let server = with_hooks(&w, &WRITE, hooks);
+    let ws = w.ws.clone();
+    let started = w.ws.join("stop-started");
+    let stop = common::run(
+        server,
+        Answer::Reject,
+        Arc::new(Seen::default()),
+        async move |cx| {
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            let s = cx
+                .send_request(NewSessionRequest::new(&ws))
+                .block_task()
+                .await?;
+            let pending = cx.send_request(common::prompt(&s.session_id, "hi"));
+            while !started.exists() {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            cx.send_notification(CancelNotification::new(s.session_id.clone()))?;
+            Ok(pending.block_task().await?.stop_reason)
+        },
+    )
+    .await;
+    assert_eq!(stop, StopReason::Cancelled);
+    assert!(!w.ws.join("stop-finished").exists());
+    // Killed before it ended: no run was recorded for it.
+    assert!(hook_runs(&only_session(&w)).is_empty());
+}

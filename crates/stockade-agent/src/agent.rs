@@ -187,16 +187,28 @@ impl Agent {
             .map(|_| ())
     }
 
-    async fn stop_hooks(&self, session: &Session, reason: &str) -> Result<(), SessionError> {
+    /// The `stop` hooks, then `reason`; a cancellation while they run
+    /// kills them and the turn ends cancelled.
+    async fn stop_hooks(
+        &self,
+        session: &Session,
+        reason: StopReason,
+        cancel: &Cancel,
+    ) -> Result<StopReason, SessionError> {
         let Some(hooks) = &self.hooks else {
-            return Ok(());
+            return Ok(reason);
         };
         let mut payload = serde_json::Map::new();
-        payload.insert("stop_reason".into(), reason.into());
-        hooks
-            .run(session, HookEvent::Stop, HookScope::default(), payload)
-            .await
-            .map(|_| ())
+        let name = match reason {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxSteps => "max_steps",
+            StopReason::Cancelled => "cancelled",
+        };
+        payload.insert("stop_reason".into(), name.into());
+        tokio::select! {
+            r = hooks.run(session, HookEvent::Stop, HookScope::default(), payload) => r.map(|_| reason),
+            _ = cancel.cancelled() => Ok(StopReason::Cancelled),
+        }
     }
 
     pub fn with_max_steps(mut self, n: u32) -> Self {
@@ -345,8 +357,9 @@ impl Agent {
                     content: turn.content,
                     source: None,
                 })?;
-                self.stop_hooks(session, "end_turn").await?;
-                return Ok(StopReason::EndTurn);
+                return Ok(self
+                    .stop_hooks(session, StopReason::EndTurn, cancel)
+                    .await?);
             }
             session.append(Event::AssistantToolCalls {
                 content: turn.content.clone(),
@@ -421,8 +434,9 @@ impl Agent {
             session,
             format!("stopped after {} model steps", self.max_steps),
         )?;
-        self.stop_hooks(session, "max_steps").await?;
-        Ok(StopReason::MaxSteps)
+        Ok(self
+            .stop_hooks(session, StopReason::MaxSteps, cancel)
+            .await?)
     }
 
     /// The call between its `pre_tool` and `post_tool` hooks. A veto is the
