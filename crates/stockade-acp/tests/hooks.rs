@@ -27,23 +27,7 @@ const READ_ONLY_ASK: Setup = Setup {
     presets: false,
 };
 
-/// Every session log in the state directory: (header, events).
-fn logs(state: &Path) -> Vec<(Value, Vec<Value>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(state.join("sessions")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mut lines = text
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap());
-        let header = lines.next().unwrap();
-        out.push((header, lines.map(|r| r["event"].clone()).collect()));
-    }
-    out
-}
+use common::session_logs as logs;
 
 fn hook_runs(events: &[Value]) -> Vec<Value> {
     events
@@ -327,10 +311,7 @@ async fn a_misconfigured_hook_refuses_the_start_naming_the_key() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_while_a_stop_hook_runs_kills_it_and_ends_the_turn_cancelled() {
-    use agent_client_protocol::schema::ProtocolVersion;
-    use agent_client_protocol::v1::schema::{
-        CancelNotification, InitializeRequest, NewSessionRequest,
-    };
+    use agent_client_protocol::v1::schema::CancelNotification;
     let Some(w) = World::new(vec![say("done")]) else {
         return;
     };
@@ -349,18 +330,12 @@ timeout_ms = 600000
         Answer::Reject,
         Arc::new(Seen::default()),
         async move |cx| {
-            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
-                .block_task()
-                .await?;
-            let s = cx
-                .send_request(NewSessionRequest::new(&ws))
-                .block_task()
-                .await?;
-            let pending = cx.send_request(common::prompt(&s.session_id, "hi"));
+            let id = common::open_session(&cx, &ws).await?;
+            let pending = cx.send_request(common::prompt(&id, "hi"));
             while !started.exists() {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
-            cx.send_notification(CancelNotification::new(s.session_id.clone()))?;
+            cx.send_notification(CancelNotification::new(id))?;
             Ok(pending.block_task().await?.stop_reason)
         },
     )

@@ -11,33 +11,15 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, InitializeRequest, NewSessionRequest, SessionUpdate, SetSessionModeRequest,
-    StopReason, ToolCallContent,
+    ContentBlock, SessionUpdate, SetSessionModeRequest, StopReason, ToolCallContent,
 };
 use common::{Answer, Seen, Setup, World, call, escalated, last_content, say, touch};
 use serde_json::{Value, json};
 
 const TASK: &str = "[agent]\ntask = true\n";
 
-/// Every session log in the state directory: (header, events).
-fn logs(state: &Path) -> Vec<(Value, Vec<Value>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(state.join("sessions")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mut lines = text
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap());
-        let header = lines.next().unwrap();
-        out.push((header, lines.map(|r| r["event"].clone()).collect()));
-    }
-    out
-}
+use common::session_logs as logs;
 
 /// (parent, child) logs of a world with one delegation.
 fn parent_and_child(state: &Path) -> ((Value, Vec<Value>), (Value, Vec<Value>)) {
@@ -203,25 +185,16 @@ async fn never_wider(who: stockade_testkit::users::Who) {
     let seen = Arc::new(Seen::default());
     let ws = w.ws.clone();
     let (sid, stop) = common::run(server, Answer::Allow, seen.clone(), async move |cx| {
-        cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+        let id = common::open_session(&cx, &ws).await?;
+        cx.send_request(SetSessionModeRequest::new(id.clone(), "read-only"))
             .block_task()
             .await?;
-        let s = cx
-            .send_request(NewSessionRequest::new(&ws))
-            .block_task()
-            .await?;
-        cx.send_request(SetSessionModeRequest::new(
-            s.session_id.clone(),
-            "read-only",
-        ))
-        .block_task()
-        .await?;
         let stop = cx
-            .send_request(common::prompt(&s.session_id, "delegate it"))
+            .send_request(common::prompt(&id, "delegate it"))
             .block_task()
             .await?
             .stop_reason;
-        Ok((s.session_id, stop))
+        Ok((id, stop))
     })
     .await;
     assert_eq!(stop, StopReason::EndTurn);

@@ -566,3 +566,38 @@ pub fn policy_messages(messages: &Value) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Every session log under `state`: (header, events), in no set order.
+pub fn session_logs(state: &Path) -> Vec<(Value, Vec<Value>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(state.join("sessions")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap());
+        let header = lines.next().unwrap();
+        out.push((header, lines.map(|r| r["event"].clone()).collect()));
+    }
+    out
+}
+
+/// `initialize`, then `session/new` in `cwd`: the new session's id.
+pub async fn open_session(
+    cx: &ConnectionTo<Agent>,
+    cwd: &Path,
+) -> Result<agent_client_protocol::v1::schema::SessionId, Error> {
+    use agent_client_protocol::schema::ProtocolVersion;
+    use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest};
+    cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+        .block_task()
+        .await?;
+    Ok(cx
+        .send_request(NewSessionRequest::new(cwd))
+        .block_task()
+        .await?
+        .session_id)
+}
