@@ -345,3 +345,73 @@ timeout_ms = 600000
     // Killed before it ended: no run was recorded for it.
     assert!(hook_runs(&only_session(&w)).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hook_whose_runner_fails_is_a_runner_failure_and_the_call_proceeds() {
+    // Fault injection: an operator runner that fails every run with a fatal
+    // line its signature names. The write tool runs in process (no runner),
+    // so the call itself can proceed.
+    let script = vec![
+        call(
+            "call-1",
+            "write",
+            serde_json::json!({"path": "notes.txt", "content": "x"}),
+        ),
+        say("done"),
+    ];
+    let Some(w) = World::new(script) else { return };
+    let runner = w.dir.path().join("broken-runner");
+    std::fs::write(
+        &runner,
+        "#!/bin/sh\necho 'broken-runner: fatal: cannot set up the sandbox' >&2\nexit 1\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let hooks = r#"
+[[hooks]]
+event = "pre_tool"
+command = 'echo should-not-run; exit 2'
+"#;
+    let runner_toml = format!(
+        "[sandbox]\nrunner_command = [{:?}]\nrunner_failure_signatures = [\"broken-runner: fatal:\"]\n",
+        runner.display().to_string()
+    );
+    let server = w.server_at(&WRITE, &w.config_path(), &w.state, |t| {
+        let start = t.find("[sandbox]").unwrap();
+        let end = t.find("[policy]").unwrap();
+        let t = format!("{}{runner_toml}{}", &t[..start], &t[end..]);
+        // An operator runner cannot host the allow-listed proxy.
+        let t = t.replace("[policy]\n", "[policy]\nnetwork = \"deny\"\n");
+        format!("{t}\n{hooks}")
+    });
+    let seen = Arc::new(Seen::default());
+    let stop = common::one_prompt(&w, server, Answer::Reject, seen, "write the notes").await;
+    assert_eq!(stop, StopReason::EndTurn);
+    // The hook never ran (its exit 2 was never reached): no veto.
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("notes.txt")).unwrap(),
+        "x"
+    );
+    let runs = hook_runs(&only_session(&w));
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let r = &runs[0];
+    assert_eq!(r["runner_failed"], true, "{r}");
+    assert_eq!(r["denied"], false, "{r}");
+    assert_eq!(r["vetoed"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("broken-runner: fatal: cannot set up the sandbox"),
+        "{r}"
+    );
+    assert!(
+        !r["stdout"]
+            .as_str()
+            .unwrap_or("")
+            .contains("should-not-run")
+    );
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use stockade_session::{Event, HookRun, Session, SessionError};
-use stockade_shell::{ShellExecutor, ShellRequest, ShellResult};
+use stockade_shell::{ShellError, ShellExecutor, ShellRequest, ShellResult};
 
 use crate::policy::PolicyService;
 
@@ -275,6 +275,7 @@ impl Hooks {
             }
             // The session's own policy: never a call's grant.
             let policy = self.policy.resolve(Some(session), None);
+            let mode = self.executor.confines().then_some(policy.mode);
             let request = ShellRequest::new(hook.command.clone(), policy.workspace_root.clone())
                 .with_policy(policy)
                 .with_timeout(hook.timeout())
@@ -286,7 +287,7 @@ impl Hooks {
                 index,
                 command: hook.command.clone(),
                 call_id: scope.call_id.map(str::to_owned),
-                mode: None,
+                mode,
                 backend: None,
                 exit_code: None,
                 signal: None,
@@ -300,7 +301,12 @@ impl Hooks {
             };
             match &outcome {
                 Ok(r) => fill(&mut run, r),
-                Err(e) => run.error = Some(e.to_string()),
+                Err(e) => {
+                    // Nothing ran: the runner could not start it, or the
+                    // request was refused before it started.
+                    run.runner_failed = matches!(e, ShellError::SandboxUnavailable(_));
+                    run.error = Some(e.to_string());
+                }
             }
             // Only a hook that ran to its own exit 2 vetoes: a runner that
             // failed or a hook that timed out said nothing about the call.
