@@ -439,6 +439,16 @@ impl Config {
         if let Err(e) = self.bash.shell_choice() {
             return Err(invalid("bash.shell", e.to_string()));
         }
+        // What the model client would refuse, refused now: a deployment
+        // that cannot reach its model fails at load, not at the first
+        // prompt (whether or not its key is set yet).
+        if let Err(crate::model::ModelError::Config { field, reason }) = self.model.check() {
+            return Err(invalid(&format!("model.{field}"), reason));
+        }
+        if let Some(p) = &self.presets {
+            crate::presets::check_table(&p.preset)
+                .map_err(|(i, e)| invalid(&format!("presets.preset[{i}]"), e.to_string()))?;
+        }
         for (index, hook) in self.hooks.iter().enumerate() {
             hook.validate(index)
                 .map_err(|e| invalid(&e.key, e.message))?;
@@ -663,6 +673,40 @@ mod tests {
             (
                 "allowed_hosts not a list",
                 "[sandbox]\n[policy]\nallowed_hosts = \"crates.io\"\n",
+            ),
+            (
+                "a base_url that is no URL",
+                "[sandbox]\n[model]\nbase_url = \"api.example.com\"\n",
+            ),
+            (
+                "a base_url that is not http",
+                "[sandbox]\n[model]\nbase_url = \"file:///etc\"\n",
+            ),
+            ("an empty model", "[sandbox]\n[model]\nmodel = \" \"\n"),
+            (
+                "a preset named twice",
+                "[sandbox]\n[approval]\n[presets]\n[[presets.preset]]\nname = \"a\"\nmode = \"read-only\"\napproval = \"ask\"\n[[presets.preset]]\nname = \"a\"\nmode = \"read-only\"\napproval = \"ask\"\n",
+            ),
+            (
+                "a reserved preset name",
+                "[sandbox]\n[approval]\n[presets]\n[[presets.preset]]\nname = \"custom\"\nmode = \"read-only\"\napproval = \"ask\"\n",
+            ),
+            (
+                "an empty preset name",
+                "[sandbox]\n[approval]\n[presets]\n[[presets.preset]]\nname = \"\"\nmode = \"read-only\"\napproval = \"ask\"\n",
+            ),
+            ("max_steps = 0", "[sandbox]\n[agent]\nmax_steps = 0\n"),
+            (
+                "an unknown hook event",
+                "[sandbox]\n[[hooks]]\nevent = \"pre_commit\"\ncommand = \"true\"\n",
+            ),
+            (
+                "a matcher on a stop hook",
+                "[sandbox]\n[[hooks]]\nevent = \"stop\"\ncommand = \"true\"\n[[hooks]]\nevent = \"stop\"\nmatcher = \"bash\"\ncommand = \"true\"\n",
+            ),
+            (
+                "an empty hook command",
+                "[sandbox]\n[[hooks]]\nevent = \"pre_tool\"\ncommand = \"\"\n",
             ),
         ];
         let text: Vec<String> = cases

@@ -73,6 +73,8 @@ pub enum PresetError {
     NotConfining,
     #[error("preset {name:?} appears twice in the table")]
     Duplicate { name: String },
+    #[error("a preset needs a name (it is the session mode the editor offers)")]
+    EmptyName,
     #[error(
         "preset name {name:?} is reserved ({CUSTOM:?} names a combination outside the table, {CONFIGURED:?} the configured default)"
     )]
@@ -87,6 +89,36 @@ pub enum PresetError {
     Unknown { name: String, valid: Vec<String> },
     #[error(transparent)]
     Session(#[from] SessionError),
+}
+
+/// A table that can be offered: every name present, none reserved or
+/// repeated, and no network beside danger-full-access but `allow`. The
+/// error names the entry's index. Checked when the config is loaded and
+/// again when a service is built.
+pub fn check_table(presets: &[Preset]) -> Result<(), (usize, PresetError)> {
+    for (i, p) in presets.iter().enumerate() {
+        let fail = |e| Err((i, e));
+        if p.name.trim().is_empty() {
+            return fail(PresetError::EmptyName);
+        }
+        if p.name == CUSTOM || p.name == CONFIGURED {
+            return fail(PresetError::Reserved {
+                name: p.name.clone(),
+            });
+        }
+        if presets[..i].iter().any(|q| q.name == p.name) {
+            return fail(PresetError::Duplicate {
+                name: p.name.clone(),
+            });
+        }
+        if p.mode == SandboxMode::DangerFullAccess && p.network != NetworkMode::Allow {
+            return fail(PresetError::UnconfinedNetwork {
+                name: p.name.clone(),
+                network: p.network,
+            });
+        }
+    }
+    Ok(())
 }
 
 pub struct PresetService {
@@ -127,24 +159,7 @@ impl PresetService {
         if !executor_confines {
             return Err(PresetError::NotConfining);
         }
-        for (i, p) in presets.iter().enumerate() {
-            if p.name == CUSTOM || p.name == CONFIGURED {
-                return Err(PresetError::Reserved {
-                    name: p.name.clone(),
-                });
-            }
-            if presets[..i].iter().any(|q| q.name == p.name) {
-                return Err(PresetError::Duplicate {
-                    name: p.name.clone(),
-                });
-            }
-            if p.mode == SandboxMode::DangerFullAccess && p.network != NetworkMode::Allow {
-                return Err(PresetError::UnconfinedNetwork {
-                    name: p.name.clone(),
-                    network: p.network,
-                });
-            }
-        }
+        check_table(&presets).map_err(|(_, e)| e)?;
         Ok(Self {
             presets,
             policy,

@@ -74,6 +74,28 @@ pub struct ModelConfig {
     pub images: bool,
 }
 
+impl ModelConfig {
+    /// What the client would refuse, without building one or reading the
+    /// key: the endpoint, the model name, the timeout. Only
+    /// [`ModelError::Config`] comes back.
+    pub fn check(&self) -> Result<(), ModelError> {
+        openai::endpoint(&self.base_url)?;
+        if self.model.trim().is_empty() {
+            return Err(ModelError::Config {
+                field: "model",
+                reason: "is empty".into(),
+            });
+        }
+        if self.timeout.is_zero() {
+            return Err(ModelError::Config {
+                field: "timeout",
+                reason: "must be positive".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {

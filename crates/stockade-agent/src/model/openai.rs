@@ -53,6 +53,8 @@ impl OpenAiCompatible {
     /// a missing key fails at composition rather than mid-conversation. An
     /// empty `api_key_env` sends no key.
     pub fn new(cfg: ModelConfig) -> Result<Self, ModelError> {
+        // A bad endpoint is named even when the key is missing too.
+        cfg.check()?;
         let key = if cfg.api_key_env.is_empty() {
             None
         } else {
@@ -71,19 +73,8 @@ impl OpenAiCompatible {
     /// Like [`Self::new`] with the key given (or none), the environment
     /// untouched.
     pub fn with_api_key(cfg: ModelConfig, api_key: Option<String>) -> Result<Self, ModelError> {
+        cfg.check()?;
         let (url, loopback) = endpoint(&cfg.base_url)?;
-        if cfg.model.trim().is_empty() {
-            return Err(ModelError::Config {
-                field: "model",
-                reason: "is empty".into(),
-            });
-        }
-        if cfg.timeout.is_zero() {
-            return Err(ModelError::Config {
-                field: "timeout",
-                reason: "must be positive".into(),
-            });
-        }
         let mut builder = reqwest::Client::builder()
             .connect_timeout(cfg.timeout)
             .user_agent(concat!("stockade/", env!("CARGO_PKG_VERSION")));
@@ -322,7 +313,7 @@ impl ModelClient for OpenAiCompatible {
 
 /// `base_url` + `/chat/completions`, unless it already ends so, and whether
 /// it points at this machine.
-fn endpoint(base_url: &str) -> Result<(String, bool), ModelError> {
+pub(crate) fn endpoint(base_url: &str) -> Result<(String, bool), ModelError> {
     let base = base_url.trim().trim_end_matches('/');
     let parsed = reqwest::Url::parse(base).map_err(|e| ModelError::Config {
         field: "base_url",
