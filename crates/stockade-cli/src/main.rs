@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use stockade_agent::config::Config;
 use stockade_core::files::{self, FilePolicy, ListKind};
 use stockade_core::{ExecutionPolicy, NetworkMode, NetworkPolicy, SandboxMode, net};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
@@ -38,17 +39,27 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct ExecArgs {
-    /// read-only | workspace-write | danger-full-access (unconfined)
-    #[arg(long, default_value = "workspace-write")]
-    mode: SandboxMode,
+    /// read-only | workspace-write | danger-full-access (unconfined).
+    /// Default: $STOCKADE_MODE, else the config's [policy] mode, else
+    /// workspace-write.
+    #[arg(long)]
+    mode: Option<SandboxMode>,
+    /// The stockade.toml to read ([policy] and [sandbox]; flags go over
+    /// it). Default: the one `stockade acp` reads ($STOCKADE_CONFIG, else
+    /// $XDG_CONFIG_HOME/stockade/stockade.toml, else
+    /// ~/.config/stockade/stockade.toml) when it exists. It must lie
+    /// outside the workspace, /tmp and $TMPDIR.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The directory workspace-write may write under (default: the current
     /// directory). Held for the whole invocation; `/` and a symlink inside
     /// /tmp or $TMPDIR are refused.
     #[arg(long)]
     workspace: Option<PathBuf>,
-    /// auto | bwrap | landlock
-    #[arg(long, default_value = "auto")]
-    backend: BackendPreference,
+    /// auto | bwrap | landlock (default: the config's [sandbox] backend,
+    /// else auto)
+    #[arg(long)]
+    backend: Option<BackendPreference>,
     /// A Unix socket (absolute path) CMD may still connect to; repeatable.
     #[arg(long = "allow-socket", value_name = "PATH")]
     allow_sockets: Vec<PathBuf>,
@@ -120,12 +131,15 @@ fn provider(
     backend: BackendPreference,
     allow_sockets: Vec<PathBuf>,
 ) -> Result<LocalProvider, stockade_local::SettingsError> {
-    let settings = LocalSettings {
+    provider_with(LocalSettings {
         backend,
         verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),
         allow_sockets,
         ..Default::default()
-    };
+    })
+}
+
+fn provider_with(settings: LocalSettings) -> Result<LocalProvider, stockade_local::SettingsError> {
     let provider = LocalProvider::new(settings)?;
     // The Windows restricted-token rung lives in its own crate; the provider
     // serves it only on Windows and fails closed without it.
@@ -266,13 +280,21 @@ fn report_denial(r: &ShellResult) {
     }
 }
 
-/// The invocation's network policy: the mode (given, or the mode's
-/// default; always `allow` under danger-full-access) and the host list.
-fn network_policy(args: &ExecArgs, mode: SandboxMode) -> Result<NetworkPolicy, String> {
-    let mut hosts = if args.no_default_hosts {
-        Vec::new()
-    } else {
-        net::default_allowed_hosts()
+/// The invocation's network policy: the mode (`--network`, else the
+/// config's, else the mode's default; always `allow` under
+/// danger-full-access) and the host list (the config's, else the default
+/// list; `--no-default-hosts` keeps only what the config wrote out, then
+/// `--allow-host` adds).
+fn network_policy(
+    args: &ExecArgs,
+    mode: SandboxMode,
+    config: Option<&Config>,
+) -> Result<NetworkPolicy, String> {
+    let mut hosts = match (config, args.no_default_hosts) {
+        (Some(c), false) => c.allowed_hosts().to_vec(),
+        (Some(c), true) if c.policy.allowed_hosts.is_some() => c.allowed_hosts().to_vec(),
+        (_, true) => Vec::new(),
+        (None, false) => net::default_allowed_hosts(),
     };
     let given =
         net::parse_hosts(&args.allow_hosts).map_err(|(_, e)| format!("--allow-host {e}"))?;
@@ -283,7 +305,10 @@ fn network_policy(args: &ExecArgs, mode: SandboxMode) -> Result<NetworkPolicy, S
     }
     let network = match mode {
         SandboxMode::DangerFullAccess => NetworkMode::Allow,
-        _ => args.network.unwrap_or(NetworkMode::default_for(mode)),
+        _ => args
+            .network
+            .or(config.and_then(|c| c.policy.network))
+            .unwrap_or(NetworkMode::default_for(mode)),
     };
     Ok(NetworkPolicy::new(network, hosts))
 }
@@ -355,30 +380,138 @@ fn absolute_workspace(given: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
-/// The invocation's file policy: the flags expanded once, the default
-/// deny list unless left out. The error names the flag and the value.
-fn file_policy(args: &ExecArgs) -> Result<FilePolicy, String> {
+/// The invocation's file policy: the config's lists (expanded when it was
+/// loaded), then the flags expanded once. The deny list is the config's
+/// (the default list when it left `deny_read` out; with no config, the
+/// default list); `--no-default-deny-read` keeps only what the config wrote
+/// out. The error names the flag and the value.
+fn file_policy(args: &ExecArgs, config: Option<&Config>) -> Result<FilePolicy, String> {
     let env = files::process_env;
     let list = |values: &[OsString], kind: ListKind| {
         files::expand_all(values, kind, &env).map_err(|(_, e)| format!("{} {e}", kind.flag()))
     };
-    let mut deny_read = if args.no_default_deny_read {
-        Vec::new()
-    } else {
-        files::default_deny_read(&env).map_err(|(_, e)| {
+    let base = config.map(|c| c.file_policy().clone()).unwrap_or_default();
+    let mut deny_read = match (config, args.no_default_deny_read) {
+        (Some(_), false) => base.deny_read.clone(),
+        (Some(c), true) if c.policy.deny_read.is_some() => base.deny_read.clone(),
+        (_, true) => Vec::new(),
+        (None, false) => files::default_deny_read(&env).map_err(|(_, e)| {
             format!("the default deny-read list {e} (or pass --no-default-deny-read)")
-        })?
+        })?,
     };
-    for p in list(&args.deny_read, ListKind::DenyRead)? {
-        if !deny_read.contains(&p) {
-            deny_read.push(p);
+    let merge = |into: &mut Vec<PathBuf>, more: Vec<PathBuf>| {
+        for p in more {
+            if !into.contains(&p) {
+                into.push(p);
+            }
+        }
+    };
+    merge(&mut deny_read, list(&args.deny_read, ListKind::DenyRead)?);
+    let mut writable_roots = base.writable_roots;
+    merge(
+        &mut writable_roots,
+        list(&args.writable, ListKind::WritableRoots)?,
+    );
+    let mut read_only = base.read_only;
+    merge(&mut read_only, list(&args.read_only, ListKind::ReadOnly)?);
+    Ok(FilePolicy {
+        writable_roots,
+        deny_read,
+        read_only,
+    })
+}
+
+/// The config `exec` reads: `--config`, else the default file when it
+/// exists (one named by `$STOCKADE_CONFIG` must exist). `$STOCKADE_MODE` is
+/// applied over its mode by the loader.
+fn exec_config(given: Option<&Path>) -> Result<Option<stockade_acp::LoadedConfig>, String> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let named =
+                std::env::var_os(stockade_agent::config::ENV_CONFIG).is_some_and(|v| !v.is_empty());
+            match Config::default_path() {
+                Ok(p) if named || p.is_file() => p,
+                _ => return Ok(None),
+            }
+        }
+    };
+    stockade_acp::load_config(Some(&path))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// The mode: `--mode`, else `$STOCKADE_MODE` (already applied to a loaded
+/// config's), else the config's, else workspace-write.
+fn exec_mode(args: &ExecArgs, config: Option<&Config>) -> Result<SandboxMode, String> {
+    if let Some(m) = args.mode {
+        return Ok(m);
+    }
+    if let Some(c) = config {
+        return Ok(c.policy.mode);
+    }
+    match std::env::var_os(stockade_agent::config::ENV_MODE) {
+        None => Ok(SandboxMode::WorkspaceWrite),
+        Some(v) => v
+            .to_str()
+            .ok_or_else(|| "is not valid UTF-8".to_owned())
+            .and_then(|t| {
+                t.parse()
+                    .map_err(|e: stockade_core::ParseVocabularyError| e.to_string())
+            })
+            .map_err(|e| {
+                format!(
+                    "environment variable {}: {e}",
+                    stockade_agent::config::ENV_MODE
+                )
+            }),
+    }
+}
+
+/// The provider's settings: the config's [sandbox] (paths relative to the
+/// config's directory), `--backend` and `--allow-socket` over it.
+fn exec_settings(
+    args: &ExecArgs,
+    loaded: Option<&stockade_acp::LoadedConfig>,
+) -> Result<LocalSettings, String> {
+    let mut settings = LocalSettings {
+        verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),
+        ..Default::default()
+    };
+    if let Some(l) = loaded
+        && let Some(sb) = &l.config.sandbox
+    {
+        let at = |p: &Path| l.dir.join(p);
+        // Validated at load: a failure here is that validation's bug.
+        settings.backend = sb
+            .backend
+            .parse()
+            .map_err(|e| format!("{}: sandbox.backend: {e}", l.path.display()))?;
+        settings.bwrap_path = sb.bwrap_path.as_deref().map(at);
+        settings.launcher_path = sb.launcher_path.as_deref().map(at);
+        settings.allow_sockets = sb.allow_sockets.clone();
+        if let Some(ms) = sb.probe_timeout_ms {
+            settings.probe_timeout = std::time::Duration::from_millis(ms);
+        }
+        if let Some(argv) = &sb.runner_command {
+            settings.runner_command = Some(
+                stockade_local::RunnerCommand::new(
+                    argv.iter().map(Into::into).collect(),
+                    sb.runner_failure_signatures.clone(),
+                )
+                .map_err(|e| format!("{}: sandbox: {e}", l.path.display()))?,
+            );
         }
     }
-    Ok(FilePolicy {
-        writable_roots: list(&args.writable, ListKind::WritableRoots)?,
-        deny_read,
-        read_only: list(&args.read_only, ListKind::ReadOnly)?,
-    })
+    if let Some(b) = args.backend {
+        settings.backend = b;
+    }
+    for s in &args.allow_sockets {
+        if !settings.allow_sockets.contains(s) {
+            settings.allow_sockets.push(s.clone());
+        }
+    }
+    Ok(settings)
 }
 
 async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
@@ -386,7 +519,16 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         Ok(w) => w,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
-    let files = match file_policy(&args) {
+    let loaded = match exec_config(args.config.as_deref()) {
+        Ok(l) => l,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
+    };
+    let config = loaded.as_ref().map(|l| &l.config);
+    let mode = match exec_mode(&args, config) {
+        Ok(m) => m,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
+    };
+    let files = match file_policy(&args, config) {
         Ok(f) => f,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
@@ -404,18 +546,22 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
             format_args!("--allow-socket {}: must be an absolute path", p.display()),
         ));
     }
-    let escalate_to = match (args.ask, args.escalate_to, args.mode.wider()) {
+    let escalate_to = match (args.ask, args.escalate_to, mode.wider()) {
         (false, _, _) => None,
-        (true, Some(to), _) if to > args.mode => Some(to),
+        (true, Some(to), _) if to > mode => Some(to),
         (true, Some(to), _) => {
             return Ok(fail(
                 EXIT_USAGE,
-                format_args!("--escalate-to {to} is not wider than --mode {}", args.mode),
+                format_args!("--escalate-to {to} is not wider than the mode ({mode})"),
             ));
         }
         (true, None, wider) => wider,
     };
-    let provider = match provider(args.backend, args.allow_sockets.clone()) {
+    let settings = match exec_settings(&args, loaded.as_ref()) {
+        Ok(s) => s,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
+    };
+    let provider = match provider_with(settings) {
         Ok(p) => Arc::new(p),
         Err(e) => {
             return Ok(fail(
@@ -428,8 +574,21 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // symlink a confined run planted in /tmp, or a workspace moved in its
     // place is refused here, and every run of this invocation (the retry
     // too) gets this directory, never whatever the path names later.
-    if let Err(e) = provider.pins().workspace(&workspace) {
-        return Ok(fail(EXIT_USAGE, e));
+    let held = match provider.pins().workspace(&workspace) {
+        Ok(h) => h,
+        Err(e) => return Ok(fail(EXIT_USAGE, e)),
+    };
+    // The config decides every later run's confinement: one a run of this
+    // workspace (or of the temp roots) could rewrite is refused, and no
+    // extra root may contain it.
+    if let Some(l) = &loaded {
+        if let Err(e) = provider
+            .pins()
+            .refuse_beneath("config", &l.path, Some(&held))
+        {
+            return Ok(fail(EXIT_USAGE, e));
+        }
+        provider.pins().add_control_path("config", &l.path);
     }
     // Extra roots likewise, once, before anything runs (one that holds
     // stockade itself or the verdict cache is refused, naming both).
@@ -438,11 +597,11 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
             return Ok(fail(EXIT_USAGE, e));
         }
     }
-    let network = match network_policy(&args, args.mode) {
+    let network = match network_policy(&args, mode, config) {
         Ok(n) => n,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
-    let policy = ExecutionPolicy::new(args.mode, workspace.clone())
+    let policy = ExecutionPolicy::new(mode, workspace.clone())
         .with_files(files.clone())
         .with_network(network.clone());
     let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
@@ -479,7 +638,7 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // The grant is this one retry; nothing remembers it. A wider file mode
     // keeps the network the invocation had unless that was widened too
     // (danger-full-access always means allow).
-    let to = file_to.unwrap_or(args.mode);
+    let to = file_to.unwrap_or(mode);
     let mut retry_net = network;
     if let Some(n) = net_to {
         retry_net.mode = n;
@@ -594,7 +753,7 @@ async fn acp(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
 /// `stockade exec --help`: what the exit status means.
 const EXEC_EXIT_CODES: &str = "Exit status:
   CMD's own  CMD ran (possibly with some writes denied)
-  2          bad flag value or workspace: nothing ran
+  2          bad flag value, workspace or config: nothing ran
   125        the sandbox is unavailable: nothing ran
   126        CMD is not executable
   127        CMD was not found";

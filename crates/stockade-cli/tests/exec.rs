@@ -517,7 +517,7 @@ fn ask_can_go_straight_to_danger_full_access_and_rejects_narrower_targets() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("--escalate-to read-only is not wider than --mode workspace-write")
+            .contains("--escalate-to read-only is not wider than the mode (workspace-write)")
     );
 }
 
