@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod tree;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use stockade_agent::config::Config;
@@ -231,9 +233,17 @@ async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPo
     // the terminal; cancellation still kills its group.
     request.own_process_group = false;
     let run = exec.run(exec.resolve(request));
-    let result = tokio::select! {
-        r = run => r,
-        sig = interrupted() => return Outcome::Failed(ExitCode::from((128 + sig) as u8)),
+    let result = match tokio::select! {
+        r = run => Ok(r),
+        sig = interrupted() => Err(sig),
+    } {
+        Ok(r) => r,
+        Err(sig) => {
+            // The run was dropped with the select: the command is killed.
+            // What it started is ended too, in every mode.
+            tree::kill_descendants();
+            return Outcome::Failed(ExitCode::from((128 + sig) as u8));
+        }
     };
     match result {
         Ok(r) => Outcome::Finished(Box::new(r)),
@@ -515,6 +525,7 @@ fn exec_settings(
 }
 
 async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    tree::adopt_orphans();
     let workspace = match absolute_workspace(args.workspace.as_deref()) {
         Ok(w) => w,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
