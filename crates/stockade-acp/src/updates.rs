@@ -15,7 +15,7 @@ use serde_json::Value;
 use stockade_agent::FileDiff;
 use stockade_agent::agent::{AgentUpdate, Observer};
 use stockade_agent::resolve_path;
-use stockade_session::{Event, Record, Role, Session};
+use stockade_session::{Event, HookRun, Record, Role, Session};
 
 use crate::log;
 
@@ -144,6 +144,52 @@ fn text_content(text: &str) -> ToolCallContent {
     ToolCallContent::Content(Content::new(ContentBlock::from(text.to_owned())))
 }
 
+/// A hook that did not simply succeed, shown as a finished call of its own
+/// (`hook-<seq>`, its record's place in the log): what happened, then its
+/// stderr's end.
+pub(crate) fn hook_call(seq: u64, run: &HookRun) -> ToolCall {
+    let mut what = Vec::new();
+    if run.vetoed {
+        what.push("stopped the call".to_owned());
+    }
+    if run.runner_failed {
+        what.push("the sandbox runner failed".to_owned());
+    } else if let Some(e) = &run.error {
+        what.push(format!("could not run: {e}"));
+    }
+    if run.denied {
+        let under = run.mode.map(|m| format!(" under {m}")).unwrap_or_default();
+        what.push(format!("the sandbox refused something it tried{under}"));
+    }
+    if run.timed_out {
+        what.push("timed out and was killed".to_owned());
+    }
+    match (run.exit_code, run.signal) {
+        (Some(c), _) if c != 0 => what.push(format!("exit code {c}")),
+        (None, Some(s)) => what.push(format!("killed by signal {s}")),
+        _ => {}
+    }
+    let mut text = format!(
+        "hook {} (hooks[{}]): {}",
+        run.event,
+        run.index,
+        what.join("; ")
+    );
+    let stderr = run.stderr.trim_end();
+    if !stderr.is_empty() {
+        let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+        text.push_str("\nstderr:\n");
+        text.push_str(&tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    ToolCall::new(
+        ToolCallId::new(format!("hook-{seq}")),
+        format!("hook {}: {}", run.event, run.command),
+    )
+    .kind(ToolKind::Other)
+    .status(ToolCallStatus::Failed)
+    .content(vec![text_content(&text)])
+}
+
 /// A running call's output so far, replacing what was shown of it before.
 pub(crate) fn output_so_far(id: &str, text: &str) -> ToolCallUpdate {
     ToolCallUpdate::new(
@@ -200,6 +246,11 @@ impl Observer for Streamer {
                     );
                 }
             }
+            AgentUpdate::HookFailed { seq, run } => send(
+                &self.cx,
+                &self.id,
+                SessionUpdate::ToolCall(hook_call(seq, &run)),
+            ),
             AgentUpdate::ToolCallFinished { id, output, .. } => send(
                 &self.cx,
                 &self.id,
@@ -267,8 +318,12 @@ pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }
             | Event::SandboxNetwork { .. }
-            | Event::ApprovalPolicy { .. }
-            | Event::HookRan(_) => {}
+            | Event::ApprovalPolicy { .. } => {}
+            Event::HookRan(run) => {
+                if run.failed() {
+                    out.push(SessionUpdate::ToolCall(hook_call(r.seq, run)));
+                }
+            }
         }
     }
     out

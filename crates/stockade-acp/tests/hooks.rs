@@ -37,6 +37,35 @@ fn hook_runs(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// The failed hooks the editor was shown: (title, text), in order.
+fn hook_calls(seen: &Seen) -> Vec<(String, String)> {
+    use agent_client_protocol::v1::schema::{
+        ContentBlock, SessionUpdate, ToolCallContent, ToolCallStatus,
+    };
+    seen.updates()
+        .into_iter()
+        .filter_map(|n| match n.update {
+            SessionUpdate::ToolCall(c) if c.tool_call_id.0.starts_with("hook-") => {
+                assert_eq!(c.status, ToolCallStatus::Failed);
+                let text = c
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        ToolCallContent::Content(c) => match &c.content {
+                            ContentBlock::Text(t) => Some(t.text.clone()),
+                            _ => None,
+                        },
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Some((c.title, text))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The one session of a world whose prompt delegated nothing.
 fn only_session(w: &World) -> Vec<Value> {
     let mut all = logs(&w.state);
@@ -86,11 +115,15 @@ command = 'cat >> events.jsonl; echo >> events.jsonl'
         &w,
         with_hooks(&w, &WRITE, hooks),
         Answer::Reject,
-        seen,
+        seen.clone(),
         "make the files",
     )
     .await;
     assert_eq!(stop, StopReason::EndTurn);
+    // Of six hook runs the editor is shown the one that did not succeed.
+    let shown = hook_calls(&seen);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].1.contains("stopped the call"), "{shown:?}");
     assert!(w.ws.join("allowed").exists());
     assert!(!w.ws.join("forbidden").exists(), "a vetoed call ran");
     assert!(w.ws.join("notes.txt").exists());
@@ -253,13 +286,49 @@ command = 'echo x > /etc/stockade-hook-test || exit 1'
         &w,
         with_hooks(&w, &WRITE, hooks),
         Answer::Reject,
-        seen,
+        seen.clone(),
         "make the file",
     )
     .await;
     assert_eq!(stop, StopReason::EndTurn);
     assert!(w.ws.join("marker").exists(), "the call did not proceed");
     assert!(!Path::new("/etc/stockade-hook-test").exists());
+    // The editor is shown each failed hook as a failed call of its own,
+    // saying what happened; a session/load shows them again.
+    let shown = hook_calls(&seen);
+    let expect = |shown: &[(String, String)]| {
+        assert_eq!(shown.len(), 3, "{shown:?}");
+        for (text, says) in shown.iter().zip(["exit code 1", "timed out", "refused"]) {
+            assert!(text.1.contains(says), "{text:?}");
+            assert!(text.0.starts_with("hook pre_tool: "), "{text:?}");
+        }
+        assert!(shown[0].1.contains("lint failed"), "{shown:?}");
+    };
+    expect(&shown);
+    let session = logs(&w.state).remove(0).0["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ws = w.ws.clone();
+    let replayed = Arc::new(Seen::default());
+    common::run(
+        with_hooks(&w, &WRITE, hooks),
+        Answer::Reject,
+        replayed.clone(),
+        async move |cx| {
+            use agent_client_protocol::schema::ProtocolVersion;
+            use agent_client_protocol::v1::schema::{InitializeRequest, LoadSessionRequest};
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1))
+                .block_task()
+                .await?;
+            cx.send_request(LoadSessionRequest::new(session, &ws))
+                .block_task()
+                .await?;
+            Ok(())
+        },
+    )
+    .await;
+    expect(&hook_calls(&replayed));
     let runs = hook_runs(&only_session(&w));
     assert_eq!(runs.len(), 3, "{runs:?}");
     assert_eq!(runs[0]["exit_code"], 1);

@@ -60,6 +60,12 @@ pub enum AgentUpdate {
         name: String,
         output: ToolOutput,
     },
+    /// A hook that did not simply succeed (its `hook/ran` record is at
+    /// `seq` in the log): the user should see it; the model does not.
+    HookFailed {
+        seq: u64,
+        run: stockade_session::HookRun,
+    },
 }
 
 pub trait Observer: Send + Sync {
@@ -194,6 +200,7 @@ impl Agent {
         session: &Session,
         reason: StopReason,
         cancel: &Cancel,
+        observer: &dyn Observer,
     ) -> Result<StopReason, SessionError> {
         let Some(hooks) = &self.hooks else {
             return Ok(reason);
@@ -205,8 +212,17 @@ impl Agent {
             StopReason::Cancelled => "cancelled",
         };
         payload.insert("stop_reason".into(), name.into());
+        let report = |seq, run: &stockade_session::HookRun| {
+            observer.update(
+                session,
+                AgentUpdate::HookFailed {
+                    seq,
+                    run: run.clone(),
+                },
+            );
+        };
         tokio::select! {
-            r = hooks.run(session, HookEvent::Stop, HookScope::default(), payload) => r.map(|_| reason),
+            r = hooks.run_reporting(session, HookEvent::Stop, HookScope::default(), payload, &report) => r.map(|_| reason),
             _ = cancel.cancelled() => Ok(StopReason::Cancelled),
         }
     }
@@ -358,7 +374,7 @@ impl Agent {
                     source: None,
                 })?;
                 return Ok(self
-                    .stop_hooks(session, StopReason::EndTurn, cancel)
+                    .stop_hooks(session, StopReason::EndTurn, cancel, observer)
                     .await?);
             }
             session.append(Event::AssistantToolCalls {
@@ -391,7 +407,7 @@ impl Agent {
                         },
                     );
                     tokio::select! {
-                        o = self.hooked_call(session, call) => o?,
+                        o = self.hooked_call(session, call, observer) => o?,
                         _ = cancel.cancelled() => {
                             // Dropping the call records an open approval as
                             // cancelled; one that never got an allow ran
@@ -435,7 +451,7 @@ impl Agent {
             format!("stopped after {} model steps", self.max_steps),
         )?;
         Ok(self
-            .stop_hooks(session, StopReason::MaxSteps, cancel)
+            .stop_hooks(session, StopReason::MaxSteps, cancel, observer)
             .await?)
     }
 
@@ -445,6 +461,7 @@ impl Agent {
         &self,
         session: &Session,
         call: &ModelToolCall,
+        observer: &dyn Observer,
     ) -> Result<ToolOutput, SessionError> {
         let Some(hooks) = &self.hooks else {
             return Ok(self.call_tool(session, call).await);
@@ -459,8 +476,23 @@ impl Agent {
         payload.insert("tool".into(), call.name.clone().into());
         payload.insert("call_id".into(), call.id.clone().into());
         payload.insert("arguments".into(), arguments);
+        let report = |seq, run: &stockade_session::HookRun| {
+            observer.update(
+                session,
+                AgentUpdate::HookFailed {
+                    seq,
+                    run: run.clone(),
+                },
+            );
+        };
         if let Verdict::Veto(reason) = hooks
-            .run(session, HookEvent::PreTool, scope(), payload.clone())
+            .run_reporting(
+                session,
+                HookEvent::PreTool,
+                scope(),
+                payload.clone(),
+                &report,
+            )
             .await?
         {
             return Ok(ToolOutput::error(reason));
@@ -472,7 +504,7 @@ impl Agent {
                 serde_json::json!({"content": output.content, "is_error": output.is_error}),
             );
             hooks
-                .run(session, HookEvent::PostTool, scope(), payload)
+                .run_reporting(session, HookEvent::PostTool, scope(), payload, &report)
                 .await?;
         }
         Ok(output)

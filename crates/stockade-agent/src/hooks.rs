@@ -254,7 +254,22 @@ impl Hooks {
         session: &Session,
         event: HookEvent,
         scope: HookScope<'_>,
+        payload: serde_json::Map<String, Value>,
+    ) -> Result<Verdict, SessionError> {
+        self.run_reporting(session, event, scope, payload, &|_, _| {})
+            .await
+    }
+
+    /// [`Self::run`], handing `report` each run that did not simply succeed
+    /// (see [`HookRun::failed`]) with its log sequence number, so a front
+    /// end can show it.
+    pub async fn run_reporting(
+        &self,
+        session: &Session,
+        event: HookEvent,
+        scope: HookScope<'_>,
         mut payload: serde_json::Map<String, Value>,
+        report: &(dyn Fn(u64, &HookRun) + Sync),
     ) -> Result<Verdict, SessionError> {
         if !self.any(event, scope.tool) {
             return Ok(Verdict::Proceed);
@@ -317,7 +332,12 @@ impl Hooks {
             let veto = run
                 .vetoed
                 .then(|| veto_text(index, &bounded(run.stderr.clone(), VETO_REASON)));
-            session.append(Event::HookRan(run))?;
+            let failed = run.failed();
+            let shown = failed.then(|| run.clone());
+            let record = session.append(Event::HookRan(run))?;
+            if let Some(run) = shown {
+                report(record.seq, &run);
+            }
             if let Some(reason) = veto {
                 return Ok(Verdict::Veto(reason));
             }

@@ -122,6 +122,19 @@ pub enum Event {
     HookRan(HookRun),
 }
 
+impl HookRun {
+    /// Anything but a clean exit 0: a status, a signal, a timeout, a
+    /// denial, a runner failure, a start error or a veto.
+    pub fn failed(&self) -> bool {
+        self.exit_code != Some(0)
+            || self.timed_out
+            || self.denied
+            || self.runner_failed
+            || self.error.is_some()
+            || self.vetoed
+    }
+}
+
 /// What one hook run did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookRun {

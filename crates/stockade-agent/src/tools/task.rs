@@ -314,6 +314,11 @@ impl Observer for Nested {
                     c.state = if output.is_error { "failed" } else { "done" };
                 }
             }
+            AgentUpdate::HookFailed { seq, run } => self.lock().push(Shown {
+                id: format!("hook-{seq}"),
+                line: format!("hook {} (hooks[{}])", run.event, run.index),
+                state: "failed",
+            }),
             AgentUpdate::Text(_) | AgentUpdate::Reasoning(_) => return,
         }
         self.show();
