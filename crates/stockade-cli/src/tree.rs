@@ -47,19 +47,31 @@ mod linux {
 
     pub(super) fn kill_descendants() {
         let me = getpid().as_raw_pid();
+        // A child we may not signal (it changed its real uid: a setuid
+        // program that dropped ours) is left alone and never waited for,
+        // so a command cannot make us hang on the way out.
+        let mut untouchable: Vec<i32> = Vec::new();
         // Bounded: each round kills and reaps a level; a tree deeper or
         // wider than this forking faster than we kill is not a command.
         for _ in 0..10_000 {
-            let children = children_of(me);
+            let children: Vec<Pid> = children_of(me)
+                .into_iter()
+                .filter(|p| !untouchable.contains(p))
+                .filter_map(Pid::from_raw)
+                .collect();
             if children.is_empty() {
                 return;
             }
-            for pid in children.iter().filter_map(|p| Pid::from_raw(*p)) {
-                let _ = kill_process(pid, Signal::KILL);
+            let mut killed = Vec::new();
+            for pid in children {
+                match kill_process(pid, Signal::KILL) {
+                    Ok(()) => killed.push(pid),
+                    Err(_) => untouchable.push(pid.as_raw_pid()),
+                }
             }
             // Reaped before the next look: once a child is reaped, its own
             // children have been handed to us.
-            for pid in children.iter().filter_map(|p| Pid::from_raw(*p)) {
+            for pid in killed {
                 let _ = waitpid(Some(pid), WaitOptions::empty());
             }
         }
