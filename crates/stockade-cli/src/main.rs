@@ -47,10 +47,9 @@ struct ExecArgs {
     #[arg(long)]
     mode: Option<SandboxMode>,
     /// The stockade.toml to read ([policy] and [sandbox]; flags go over
-    /// it). Default: the one `stockade acp` reads ($STOCKADE_CONFIG, else
-    /// $XDG_CONFIG_HOME/stockade/stockade.toml, else
-    /// ~/.config/stockade/stockade.toml) when it exists. It must lie
-    /// outside the workspace, /tmp and $TMPDIR.
+    /// it). Default: $STOCKADE_CONFIG when set; otherwise none (a file at
+    /// the default path is never read unnamed). It must lie outside the
+    /// workspace, /tmp, $TMPDIR and every extra writable root.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The directory workspace-write may write under (default: the current
@@ -431,24 +430,36 @@ fn file_policy(args: &ExecArgs, config: Option<&Config>) -> Result<FilePolicy, S
     })
 }
 
-/// The config `exec` reads: `--config`, else the default file when it
-/// exists (one named by `$STOCKADE_CONFIG` must exist). `$STOCKADE_MODE` is
-/// applied over its mode by the loader.
+/// The config `exec` reads: `--config`, else `$STOCKADE_CONFIG`, else
+/// none. A file at the default path is never read unless named: a run of
+/// an earlier invocation whose writable roots covered that path could have
+/// planted it, and it would decide this run's confinement. `$STOCKADE_MODE`
+/// is applied over its mode by the loader.
 fn exec_config(given: Option<&Path>) -> Result<Option<stockade_acp::LoadedConfig>, String> {
     let path = match given {
         Some(p) => p.to_path_buf(),
-        None => {
-            let named =
-                std::env::var_os(stockade_agent::config::ENV_CONFIG).is_some_and(|v| !v.is_empty());
-            match Config::default_path() {
-                Ok(p) if named || p.is_file() => p,
-                _ => return Ok(None),
-            }
-        }
+        None => match std::env::var_os(stockade_agent::config::ENV_CONFIG) {
+            Some(v) if !v.is_empty() => PathBuf::from(v),
+            _ => return Ok(None),
+        },
     };
     stockade_acp::load_config(Some(&path))
         .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// Register what decides `stockade acp`'s later runs (its default config
+/// file and its session logs, whether or not they exist yet) as control
+/// state, so no extra writable root of this run may contain them.
+fn protect_agent_state(provider: &LocalProvider) {
+    if let Ok(path) = Config::default_path() {
+        provider.pins().add_control_path("config", &path);
+    }
+    if let Ok(store) = stockade_acp::store_from_env() {
+        provider
+            .pins()
+            .add_control_path("session log directory", store.dir());
+    }
 }
 
 /// The mode: `--mode`, else `$STOCKADE_MODE` (already applied to a loaded
@@ -601,6 +612,7 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         }
         provider.pins().add_control_path("config", &l.path);
     }
+    protect_agent_state(&provider);
     // Extra roots likewise, once, before anything runs (one that holds
     // stockade itself or the verdict cache is refused, naming both).
     for root in &files.writable_roots {

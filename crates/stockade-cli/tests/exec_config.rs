@@ -148,18 +148,23 @@ fn the_configs_mode_applies_and_flags_and_the_environment_go_over_it() {
 }
 
 #[test]
-fn the_default_file_is_read_when_it_exists() {
+fn only_a_named_config_is_read_and_no_extra_root_may_hold_the_agents_state() {
     for who in users() {
         let s = Scratch::new(who);
-        // $HOME/.config/stockade/stockade.toml, as `stockade acp` finds it.
-        s.config(
+        // A file at the default path (where an earlier run with a wide
+        // enough root could have planted it) is not read unnamed.
+        let default = s.config(
             &s.home.join(".config/stockade/stockade.toml"),
             "mode = \"read-only\"\n",
         );
         let (made, out) = s.touches(&mut s.stockade(), "a");
-        assert!(!made, "{who:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(made, "{who:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(facts(&out)["mode"], "workspace-write");
+        // Named by $STOCKADE_CONFIG, it is read.
+        let (made, out) = s.touches(s.stockade().env("STOCKADE_CONFIG", &default), "b");
+        assert!(!made, "{who:?}");
         assert_eq!(facts(&out)["mode"], "read-only");
-        // $STOCKADE_CONFIG names a file that must exist.
+        // A named file must exist.
         let out = s
             .stockade()
             .env("STOCKADE_CONFIG", s.etc.join("missing.toml"))
@@ -168,6 +173,29 @@ fn the_default_file_is_read_when_it_exists() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{who:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
+        // No extra root may contain what decides `stockade acp`'s later
+        // runs: its default config (existing or not) and its session logs.
+        fs::remove_file(&default).unwrap();
+        let state = s.dir.path().join("agent-state");
+        for (env, root, names) in [
+            (None, s.home.join(".config"), "stockade.toml"),
+            (Some(&state), state.clone(), "sessions"),
+        ] {
+            fs::create_dir_all(&root).unwrap();
+            let mut cmd = s.stockade();
+            if let Some(dir) = env {
+                cmd.env("STOCKADE_STATE_DIR", dir);
+            }
+            let out = cmd
+                .arg("--writable")
+                .arg(&root)
+                .args(["--", "true"])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{who:?} {root:?}: {err}");
+            assert!(err.contains(names), "{who:?}: {err}");
+        }
     }
 }
 
