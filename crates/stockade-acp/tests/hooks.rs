@@ -73,6 +73,14 @@ fn only_session(w: &World) -> Vec<Value> {
     all.remove(0).1
 }
 
+/// One prompt on a new session, which the model ends: what the client saw.
+async fn one_turn(w: &World, server: common::Binary, answer: Answer, text: &str) -> Arc<Seen> {
+    let seen = Arc::new(Seen::default());
+    let stop = common::one_prompt(w, server, answer, seen.clone(), text).await;
+    assert_eq!(stop, StopReason::EndTurn);
+    seen
+}
+
 fn with_hooks(w: &World, setup: &Setup, hooks: &str) -> common::Binary {
     w.server_at(setup, &w.config_path(), &w.state, |t| {
         format!("{t}\n{hooks}")
@@ -110,16 +118,13 @@ command = 'cat >> events.jsonl; echo >> events.jsonl'
 event = "stop"
 command = 'cat >> events.jsonl; echo >> events.jsonl'
 "#;
-    let seen = Arc::new(Seen::default());
-    let stop = common::one_prompt(
+    let seen = one_turn(
         &w,
         with_hooks(&w, &WRITE, hooks),
         Answer::Reject,
-        seen.clone(),
         "make the files",
     )
     .await;
-    assert_eq!(stop, StopReason::EndTurn);
     // Of six hook runs the editor is shown the one that did not succeed.
     let shown = hook_calls(&seen);
     assert_eq!(shown.len(), 1, "{shown:?}");
@@ -281,16 +286,13 @@ timeout_ms = 300
 event = "pre_tool"
 command = 'echo x > /etc/stockade-hook-test || exit 1'
 "#;
-    let seen = Arc::new(Seen::default());
-    let stop = common::one_prompt(
+    let seen = one_turn(
         &w,
         with_hooks(&w, &WRITE, hooks),
         Answer::Reject,
-        seen.clone(),
         "make the file",
     )
     .await;
-    assert_eq!(stop, StopReason::EndTurn);
     assert!(w.ws.join("marker").exists(), "the call did not proceed");
     assert!(!Path::new("/etc/stockade-hook-test").exists());
     // The editor is shown each failed hook as a failed call of its own,
@@ -456,9 +458,7 @@ command = 'echo should-not-run; exit 2'
         let t = t.replace("[policy]\n", "[policy]\nnetwork = \"deny\"\n");
         format!("{t}\n{hooks}")
     });
-    let seen = Arc::new(Seen::default());
-    let stop = common::one_prompt(&w, server, Answer::Reject, seen, "write the notes").await;
-    assert_eq!(stop, StopReason::EndTurn);
+    one_turn(&w, server, Answer::Reject, "write the notes").await;
     // The hook never ran (its exit 2 was never reached): no veto.
     assert_eq!(
         std::fs::read_to_string(w.ws.join("notes.txt")).unwrap(),

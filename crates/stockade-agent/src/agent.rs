@@ -72,6 +72,22 @@ pub trait Observer: Send + Sync {
     fn update(&self, session: &Session, update: AgentUpdate);
 }
 
+/// Hands each hook run that did not simply succeed to `observer`.
+fn hook_reporter<'a>(
+    observer: &'a dyn Observer,
+    session: &'a Session,
+) -> impl Fn(u64, &stockade_session::HookRun) + Sync + 'a {
+    move |seq, run| {
+        observer.update(
+            session,
+            AgentUpdate::HookFailed {
+                seq,
+                run: run.clone(),
+            },
+        );
+    }
+}
+
 /// Ignores every update.
 pub struct Silent;
 impl Observer for Silent {
@@ -212,15 +228,7 @@ impl Agent {
             StopReason::Cancelled => "cancelled",
         };
         payload.insert("stop_reason".into(), name.into());
-        let report = |seq, run: &stockade_session::HookRun| {
-            observer.update(
-                session,
-                AgentUpdate::HookFailed {
-                    seq,
-                    run: run.clone(),
-                },
-            );
-        };
+        let report = hook_reporter(observer, session);
         tokio::select! {
             r = hooks.run_reporting(session, HookEvent::Stop, HookScope::default(), payload, &report) => r.map(|_| reason),
             _ = cancel.cancelled() => Ok(StopReason::Cancelled),
@@ -476,15 +484,7 @@ impl Agent {
         payload.insert("tool".into(), call.name.clone().into());
         payload.insert("call_id".into(), call.id.clone().into());
         payload.insert("arguments".into(), arguments);
-        let report = |seq, run: &stockade_session::HookRun| {
-            observer.update(
-                session,
-                AgentUpdate::HookFailed {
-                    seq,
-                    run: run.clone(),
-                },
-            );
-        };
+        let report = hook_reporter(observer, session);
         if let Verdict::Veto(reason) = hooks
             .run_reporting(
                 session,

@@ -284,15 +284,16 @@ impl Hooks {
         let stdin: Arc<[u8]> = serde_json::to_vec(&Value::Object(payload))
             .unwrap_or_default()
             .into();
+        // The session's own policy, once for this event's hooks: never a
+        // call's grant.
+        let policy = self.policy.resolve(Some(session), None);
+        let mode = self.executor.confines().then_some(policy.mode);
         for (index, hook) in self.hooks.iter().enumerate() {
             if !hook.applies(event, scope.tool) {
                 continue;
             }
-            // The session's own policy: never a call's grant.
-            let policy = self.policy.resolve(Some(session), None);
-            let mode = self.executor.confines().then_some(policy.mode);
             let request = ShellRequest::new(hook.command.clone(), policy.workspace_root.clone())
-                .with_policy(policy)
+                .with_policy(policy.clone())
                 .with_timeout(hook.timeout())
                 .with_env("STOCKADE_HOOK_EVENT", event.as_str())
                 .with_stdin_bytes(stdin.clone());
