@@ -23,6 +23,9 @@ pub struct ApprovalRequest {
     pub network: Option<NetworkMode>,
     /// What would run (the command, or the path for a file tool).
     pub subject: String,
+    /// What the call would do, as [`crate::effect`] keys it: the identity
+    /// a rejection is remembered by.
+    pub effect: String,
 }
 
 impl ApprovalRequest {
@@ -134,6 +137,7 @@ impl ApprovalService {
             target: request.target,
             network: request.network,
             subject: Some(request.subject.clone()),
+            effect: Some(request.effect.clone()),
         })?;
         // If the turn is cancelled while the answerers are out, this future
         // is dropped mid-await: the guard still records the decision, so

@@ -285,6 +285,7 @@ impl EscalationGate {
         ctx: &ToolContext,
         tool: &str,
         subject: &str,
+        effect: &str,
         args: &EscalationArgs,
         effective: SandboxMode,
     ) -> Result<Option<SandboxMode>, ToolOutput> {
@@ -295,6 +296,7 @@ impl EscalationGate {
                 ctx,
                 tool,
                 subject,
+                effect,
                 args,
                 None,
                 effective,
@@ -313,6 +315,7 @@ impl EscalationGate {
         ctx: &ToolContext,
         tool: &str,
         subject: &str,
+        effect: &str,
         args: &EscalationArgs,
         network: Option<NetworkTarget>,
         effective: SandboxMode,
@@ -359,9 +362,10 @@ impl EscalationGate {
         let Some(session) = &ctx.session else {
             return Err(ToolOutput::error(refusals.no_session()));
         };
-        // Asked and rejected before, for this very command at this width or
-        // wider: no one is asked again, the answer stands.
-        if session.rejected_before(tool, subject, target, network_target) {
+        // Asked and rejected before, for this very effect (however spelled,
+        // through whichever tool) at this width or wider: no one is asked
+        // again, the answer stands.
+        if session.rejected_before(tool, subject, effect, target, network_target) {
             return Err(ToolOutput::error(refusals.rejected()));
         }
         let request = ApprovalRequest {
@@ -372,6 +376,7 @@ impl EscalationGate {
             target,
             network: network_target,
             subject: subject.to_owned(),
+            effect: effect.to_owned(),
         };
         // An ask that cannot be recorded is not an ask: fail closed.
         let outcome = approval

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod approval;
 pub mod config;
 pub mod context;
+pub mod effect;
 pub mod escalation;
 pub mod hooks;
 pub mod model;

@@ -921,3 +921,106 @@ async fn a_cancelled_ask_still_records_its_decision() {
     assert_eq!(audit, ["asked hang", "decided hang cancelled"]);
     assert!(!marker.exists());
 }
+
+/// A rejection is remembered by what the command does, not how it is
+/// spelled: whitespace, quoting, `bash -c` / `sh -c` wrappers, a workdir
+/// named another way, the network field instead of the mode it is part of.
+/// None of those asks the user again, and nothing runs. A different
+/// command, or a wider request, is a new question.
+#[tokio::test]
+async fn a_rejection_answers_every_spelling_of_the_same_command() {
+    let w = world();
+    let c = compose(
+        SandboxMode::ReadOnly,
+        &w.ws,
+        Some(approval(ApprovalOutcome::Rejected)),
+    );
+    let s = w.store.create(&w.ws).unwrap();
+    let marker = w.ws.join("marker");
+    let call = |command: String, extra: serde_json::Value| {
+        let mut v = json!({ "command": command, "description": "make a marker",
+                            "justification": "the task needs this file" });
+        for (k, val) in extra.as_object().unwrap() {
+            v[k] = val.clone();
+        }
+        v
+    };
+    let plain = format!("touch {}", marker.display());
+    let out = bash(
+        &c.bash,
+        &ctx(&s, "c0"),
+        call(
+            plain.clone(),
+            json!({"sandbox_permissions": "danger-full-access"}),
+        ),
+    )
+    .await;
+    assert!(
+        out.content.contains(texts::REJECTED_NO_REASK),
+        "{}",
+        out.content
+    );
+    assert_eq!(asks(&s), 1);
+    let spellings = [
+        format!("  touch   {}  ", marker.display()),
+        format!("touch '{}'", marker.display()),
+        format!("bash -c 'touch {}'", marker.display()),
+        format!("sh -c \"touch   '{}'\"", marker.display()),
+        format!("/bin/sh -lc 'bash -c \"touch {}\"'", marker.display()),
+        format!("/usr/bin/env bash -c 'touch {}'", marker.display()),
+    ];
+    let fields = [
+        json!({"sandbox_permissions": "danger-full-access"}),
+        json!({"sandbox_permissions": "workspace-write"}),
+        // danger-full-access confines nothing: the network alone is
+        // narrower than what was refused.
+        json!({"network": "allow"}),
+        json!({"sandbox_permissions": "workspace-write", "network": "allow-listed"}),
+        json!({"sandbox_permissions": "workspace-write", "workdir": "."}),
+        json!({"sandbox_permissions": "workspace-write", "workdir": w.ws}),
+        json!({"sandbox_permissions": "workspace-write", "description": "something else", "timeout_ms": 5000}),
+    ];
+    for (i, spelling) in spellings.iter().enumerate() {
+        for (j, extra) in fields.iter().enumerate() {
+            let out = bash(
+                &c.bash,
+                &ctx(&s, &format!("c{i}-{j}")),
+                call(spelling.clone(), extra.clone()),
+            )
+            .await;
+            assert!(out.is_error, "{spelling} {extra}: {}", out.content);
+            assert!(
+                out.content.contains(texts::REJECTED_NO_REASK),
+                "{spelling} {extra}: {}",
+                out.content
+            );
+        }
+    }
+    assert_eq!(asks(&s), 1, "a respelled request asked the user again");
+    assert!(!marker.exists());
+    // Another command, or the same one in another directory, is a new
+    // question.
+    let sub = w.ws.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    bash(
+        &c.bash,
+        &ctx(&s, "n1"),
+        call(
+            format!("touch {}.2", marker.display()),
+            json!({"sandbox_permissions": "workspace-write"}),
+        ),
+    )
+    .await;
+    assert_eq!(asks(&s), 2);
+    bash(
+        &c.bash,
+        &ctx(&s, "n2"),
+        call(
+            plain,
+            json!({"sandbox_permissions": "workspace-write", "workdir": "sub"}),
+        ),
+    )
+    .await;
+    assert_eq!(asks(&s), 3);
+    assert!(!marker.exists());
+}

@@ -619,3 +619,71 @@ async fn a_granted_write_still_denied_is_not_offered_again() {
     );
     assert!(!target.exists());
 }
+
+/// A rejection is remembered by its effect: after the user refused a
+/// wider write of one file, the edit tool, a respelled path (relative,
+/// with `.` and `..`) and a narrower mode are answered from that refusal
+/// (no one is asked, nothing is written); another file is a new question.
+#[tokio::test]
+async fn a_rejected_write_answers_every_spelling_of_that_file_through_write_and_edit() {
+    let w = world();
+    let s = w.store.create(&w.ws).unwrap();
+    let (_, write, edit) = tools(
+        SandboxMode::ReadOnly,
+        &w.ws,
+        Some(ApprovalOutcome::Rejected),
+        fenced(),
+    );
+    let target = w.ws.join("f");
+    std::fs::write(&target, "old\n").unwrap();
+    let asks = || {
+        s.with_records(|r| {
+            r.iter()
+                .filter(|r| matches!(r.event, Event::ApprovalAsked { .. }))
+                .count()
+        })
+    };
+    let rejected = format!(
+        "{}\n{}",
+        texts::rejected(SandboxMode::DangerFullAccess),
+        texts::REJECTED_NO_REASK
+    );
+    let out = write
+        .call(
+            &ctx(&s, "w1"),
+            write_args(&target, Some("danger-full-access")),
+        )
+        .await;
+    assert_eq!(out.content, rejected);
+    assert_eq!(asks(), 1);
+    let respelled = [
+        w.ws.join(".").join("f"),
+        w.ws.join("sub").join("..").join("f"),
+        PathBuf::from("f"),
+        PathBuf::from("./f"),
+    ];
+    for (i, path) in respelled.iter().enumerate() {
+        let calls: [(&dyn Tool, serde_json::Value); 3] = [
+            (&write, write_args(path, Some("danger-full-access"))),
+            (&edit, edit_args(path, Some("danger-full-access"))),
+            (&edit, edit_args(path, Some("workspace-write"))),
+        ];
+        for (tool, args) in calls {
+            let out = tool.call(&ctx(&s, &format!("r{i}")), args).await;
+            assert!(out.is_error, "{path:?}: {}", out.content);
+            assert!(
+                out.content.contains(texts::REJECTED_NO_REASK),
+                "{path:?}: {}",
+                out.content
+            );
+        }
+    }
+    assert_eq!(asks(), 1, "a respelled request asked the user again");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "old\n");
+    // Another file is another effect: asked (and rejected) anew.
+    let other = w.ws.join("g");
+    std::fs::write(&other, "old\n").unwrap();
+    edit.call(&ctx(&s, "g1"), edit_args(&other, Some("workspace-write")))
+        .await;
+    assert_eq!(asks(), 2);
+}

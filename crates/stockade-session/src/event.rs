@@ -86,6 +86,12 @@ pub enum Event {
         /// no one is asked twice. Absent in logs written before it existed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         subject: Option<String>,
+        /// What the call would do, as one key (`stockade_agent::effect`):
+        /// however the request is spelled and through whichever tool, a
+        /// rejection answers every later request with the same effect at
+        /// the same width or narrower. Absent in logs written before it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effect: Option<String>,
     },
     #[serde(rename = "approval/decided")]
     ApprovalDecided {
@@ -264,6 +270,7 @@ pub(crate) fn every_event() -> Vec<Event> {
             target: *target,
             network: None,
             subject: None,
+            effect: None,
         });
     }
     for network in NetworkMode::ALL {
@@ -274,6 +281,7 @@ pub(crate) fn every_event() -> Vec<Event> {
             target: SandboxMode::WorkspaceWrite,
             network: Some(*network),
             subject: None,
+            effect: None,
         });
     }
     for outcome in ApprovalOutcome::ALL {
@@ -375,6 +383,7 @@ mod tests {
                     target: SandboxMode::ReadOnly,
                     network: None,
                     subject: None,
+                    effect: None,
                 },
                 json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only"}),
             ),
@@ -386,6 +395,7 @@ mod tests {
                     target: SandboxMode::ReadOnly,
                     network: Some(NetworkMode::Allow),
                     subject: None,
+                    effect: None,
                 },
                 json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only", "network": "allow"}),
             ),

@@ -30,15 +30,21 @@ pub fn approval_override(records: &[Record]) -> Option<ApprovalPolicy> {
     })
 }
 
-/// Whether the user already rejected a request for `subject` through
-/// `tool` that was at least as wide as this one: running under `target`
-/// or wider, and with `network` (when this one widens it) or wider. The
-/// design's "a rejection permits no re-ask", folded from the log like every
-/// knob, so a resumed session remembers it too.
+/// Whether the user already rejected a request for the same effect that
+/// was at least as wide as this one: running under `target` or wider, and
+/// with `network` (when this one widens it) or wider. The design's "a
+/// rejection permits no re-ask", folded from the log like every knob, so a
+/// resumed session remembers it too.
+///
+/// The effect is the tool's key of what the call would do
+/// (`stockade_agent::effect`), so a command respelled, or a path reached
+/// through another file tool, is the same question. A record written
+/// before effects were logged is matched by its tool and subject.
 pub fn rejected_before(
     records: &[Record],
     tool: &str,
     subject: &str,
+    effect: &str,
     target: SandboxMode,
     network: Option<NetworkMode>,
 ) -> bool {
@@ -48,18 +54,30 @@ pub fn rejected_before(
             tool: t,
             target: rt,
             network: rn,
-            subject: Some(s),
+            subject: s,
+            effect: e,
             ..
         } = &r.event
         else {
             return false;
         };
-        let covers = t == tool
-            && s == subject
+        let same = match (e, s) {
+            (Some(e), _) => e == effect,
+            (None, Some(s)) => t == tool && s == subject,
+            (None, None) => false,
+        };
+        // danger-full-access confines nothing, the network included: its
+        // rejection covers every network a narrower request could name.
+        let rejected_network = if *rt == SandboxMode::DangerFullAccess {
+            Some(NetworkMode::Allow)
+        } else {
+            *rn
+        };
+        let covers = same
             && target <= *rt
-            && match (network, rn) {
+            && match (network, rejected_network) {
                 (None, _) => true,
-                (Some(n), Some(m)) => n <= *m,
+                (Some(n), Some(m)) => n <= m,
                 (Some(_), None) => false,
             };
         covers
@@ -150,6 +168,7 @@ mod tests {
             target,
             network,
             subject: Some(subject.into()),
+            effect: None,
         }
     }
 
@@ -172,7 +191,8 @@ mod tests {
             asked("c3", "rm", WorkspaceWrite, None),
             decided("c3", ApprovalOutcome::Cancelled),
         ]);
-        let r = |subject, target, network| rejected_before(&rs, "bash", subject, target, network);
+        let r =
+            |subject, target, network| rejected_before(&rs, "bash", subject, "", target, network);
         assert!(r("make", WorkspaceWrite, None));
         assert!(r("make", ReadOnly, Some(NetworkMode::AllowListed)));
         assert!(r("make", WorkspaceWrite, Some(NetworkMode::AllowListed)));
@@ -181,7 +201,14 @@ mod tests {
         assert!(!r("make", WorkspaceWrite, Some(NetworkMode::Allow)));
         // Another subject, another tool, an allow, a cancel: no answer.
         assert!(!r("make ", WorkspaceWrite, None));
-        assert!(!rejected_before(&rs, "write", "make", WorkspaceWrite, None));
+        assert!(!rejected_before(
+            &rs,
+            "write",
+            "make",
+            "",
+            WorkspaceWrite,
+            None
+        ));
         assert!(!r("ls", WorkspaceWrite, None));
         assert!(!r("rm", WorkspaceWrite, None));
         // An ask without its decision yet decides nothing.
@@ -190,8 +217,86 @@ mod tests {
             &open,
             "bash",
             "make",
+            "",
             WorkspaceWrite,
             None
         ));
+    }
+
+    #[test]
+    fn a_rejection_with_an_effect_answers_that_effect_through_any_tool_or_spelling() {
+        use SandboxMode::*;
+        let keyed = |call: &str, tool: &str, subject: &str, effect: &str, target, network| {
+            Event::ApprovalAsked {
+                call_id: call.into(),
+                tool: tool.into(),
+                reason: "r".into(),
+                target,
+                network,
+                subject: Some(subject.into()),
+                effect: Some(effect.into()),
+            }
+        };
+        let rs = records(vec![
+            keyed(
+                "c1",
+                "write",
+                "write /ws/a",
+                "write /ws/a",
+                WorkspaceWrite,
+                None,
+            ),
+            decided("c1", ApprovalOutcome::Rejected),
+            keyed(
+                "c2",
+                "bash",
+                "curl x",
+                "run curl x in /ws",
+                DangerFullAccess,
+                None,
+            ),
+            decided("c2", ApprovalOutcome::Rejected),
+        ]);
+        // Another tool and another subject text, the same effect.
+        assert!(rejected_before(
+            &rs,
+            "edit",
+            "edit /ws/./a",
+            "write /ws/a",
+            WorkspaceWrite,
+            None
+        ));
+        assert!(!rejected_before(
+            &rs,
+            "edit",
+            "edit /ws/b",
+            "write /ws/b",
+            WorkspaceWrite,
+            None
+        ));
+        // The subject no longer decides once an effect is logged.
+        assert!(!rejected_before(
+            &rs,
+            "write",
+            "write /ws/a",
+            "write /ws/b",
+            WorkspaceWrite,
+            None
+        ));
+        // danger-full-access was refused: the network field alone, or with
+        // a narrower mode, is narrower.
+        let curl = |target, network| {
+            rejected_before(
+                &rs,
+                "bash",
+                "bash -c 'curl x'",
+                "run curl x in /ws",
+                target,
+                network,
+            )
+        };
+        assert!(curl(ReadOnly, Some(NetworkMode::Allow)));
+        assert!(curl(WorkspaceWrite, Some(NetworkMode::AllowListed)));
+        assert!(curl(DangerFullAccess, None));
     }
 }

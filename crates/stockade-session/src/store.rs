@@ -505,10 +505,11 @@ impl Session {
         &self,
         tool: &str,
         subject: &str,
+        effect: &str,
         target: SandboxMode,
         network: Option<NetworkMode>,
     ) -> bool {
-        self.with_records(|r| knobs::rejected_before(r, tool, subject, target, network))
+        self.with_records(|r| knobs::rejected_before(r, tool, subject, effect, target, network))
     }
 
     /// THE way to change the network mode: the switch is its event.

@@ -86,6 +86,7 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             target: *target,
             network: None,
             subject: None,
+            effect: None,
         });
     }
     for network in NetworkMode::ALL {
@@ -96,6 +97,7 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             target: SandboxMode::WorkspaceWrite,
             network: Some(*network),
             subject: None,
+            effect: None,
         });
     }
     for outcome in ApprovalOutcome::ALL {

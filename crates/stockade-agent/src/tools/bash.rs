@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -199,12 +199,20 @@ impl BashTool {
             sandbox_permissions: args.sandbox_permissions,
             justification: args.justification.clone(),
         };
+        let effect = crate::effect::command(
+            &args.command,
+            &crate::tool::resolve_path(
+                &self.policy.workspace_root(session),
+                args.workdir.as_deref().unwrap_or(Path::new(".")),
+            ),
+        );
         let granted = match self
             .gate
             .decide_with_network(
                 ctx,
                 self.name(),
                 &args.command,
+                &effect,
                 &escalation,
                 args.network,
                 effective,

@@ -79,9 +79,15 @@ impl Files {
             justification,
         };
         let subject = format!("{tool} {}", path.display());
+        // write and edit change the same file: one effect, one answer.
+        let effect = if tool == "read" {
+            crate::effect::file_read(path)
+        } else {
+            crate::effect::file_write(path)
+        };
         let granted = self
             .gate
-            .decide(ctx, tool, &subject, &args, effective)
+            .decide(ctx, tool, &subject, &effect, &args, effective)
             .await?;
         Ok((self.policy.resolve(session, granted), granted))
     }
