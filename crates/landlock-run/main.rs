@@ -22,6 +22,9 @@ fn main() {
 mod supervise;
 
 #[cfg(target_os = "linux")]
+mod syscalls;
+
+#[cfg(target_os = "linux")]
 mod linux {
     use std::ffi::{OsStr, OsString};
     use std::fmt::Display;
@@ -149,6 +152,12 @@ mod linux {
         /// TCP stream sockets only, connecting only to this port (the
         /// proxy's, on loopback); no UDP, raw or packet sockets, no bind.
         Port(u16),
+        /// `--net-private` (close-fds mode): bwrap's private network
+        /// namespace, whose only interface is its own loopback. The IP
+        /// families stay (nothing outside is reachable through them, and a
+        /// listener there is unreachable from outside); every family that is
+        /// not namespaced (AF_VSOCK reaches the hypervisor host) is refused.
+        Private,
     }
 
     enum Cmd {
@@ -159,6 +168,8 @@ mod linux {
         /// socket and signal isolation, no filesystem rules.
         CloseFds(Opts, Vec<OsString>),
         Isolation(Vec<PathBuf>),
+        /// `--syscalls`: the syscall table, one call a line.
+        Syscalls,
         Probe,
         ProbeChild(PathBuf),
     }
@@ -189,6 +200,7 @@ mod linux {
         let first = args.first().map(|a| a.as_bytes());
         match first {
             Some(b"--probe") if args.len() == 1 => Ok(Cmd::Probe),
+            Some(b"--syscalls") if args.len() == 1 => Ok(Cmd::Syscalls),
             Some(b"--probe-child") if args.len() == 2 => {
                 Ok(Cmd::ProbeChild(PathBuf::from(&args[1])))
             }
@@ -200,7 +212,7 @@ mod linux {
                 }
             }
             Some(b"--close-fds") => {
-                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:PATH and -- ARGV";
+                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:PATH, --net-private and -- ARGV";
                 let allowed: [&[u8]; 4] = [
                     b"--status-fd",
                     b"--allow-socket",
@@ -245,6 +257,11 @@ mod linux {
                 }
                 b"--die-with-parent" if only == RUN_MODE => {
                     opts.die_with_parent = true;
+                    i += 1;
+                    continue;
+                }
+                b"--net-private" if only != RUN_MODE && allowed.contains(&&b"--net-bridge"[..]) => {
+                    opts.net = Net::Private;
                     i += 1;
                     continue;
                 }
@@ -658,7 +675,7 @@ mod linux {
         // TCP by port where Landlock has it (ABI 4); the seccomp filter
         // (`isolate`) refuses every other family and type either way, and
         // below ABI 4 the caller names the gap for `--net-port`.
-        let net_rules = plan.net != Net::Host && plan.abi >= ABI::V4;
+        let net_rules = matches!(plan.net, Net::Deny | Net::Port(_)) && plan.abi >= ABI::V4;
         if net_rules {
             ruleset = ruleset
                 .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
@@ -702,19 +719,16 @@ mod linux {
     }
 
     /// The socket and signal isolation that follows the ruleset (or stands
-    /// alone in close-fds mode below ABI 6).
+    /// alone in close-fds mode below ABI 6), after the calls the syscall
+    /// table refuses in every mode (io_uring, the mount family, ...).
     fn isolate(plan: &Plan) {
+        seccompiler::apply_filter(&crate::syscalls::always_program())
+            .or_fail("cannot install the seccomp syscall filter");
         if plan.seccomp {
             filter::install().or_fail("cannot install the seccomp socket filter");
         }
-        match plan.net {
-            Net::Host => {}
-            Net::Deny => {
-                filter::install_net(false).or_fail("cannot install the seccomp network filter")
-            }
-            Net::Port(_) => {
-                filter::install_net(true).or_fail("cannot install the seccomp network filter")
-            }
+        if plan.net != Net::Host {
+            filter::install_net(plan.net).or_fail("cannot install the seccomp network filter");
         }
     }
 
@@ -767,30 +781,28 @@ mod linux {
             e.to_string()
         }
 
-        /// The network families: with `tcp_only`, TCP stream sockets of
-        /// AF_INET/AF_INET6 stay (Landlock then governs where they connect)
-        /// and every other type or protocol of those families is refused;
-        /// without it no AF_INET/AF_INET6 socket at all. Every other family
-        /// but AF_UNIX (governed by its own rules) and AF_NETLINK (which
-        /// reaches only the kernel) is refused in both: packet, vsock (the
-        /// hypervisor host), bluetooth, ... And no io_uring, whose
-        /// IORING_OP_SOCKET no filter sees.
-        pub fn install_net(tcp_only: bool) -> Result<(), String> {
+        /// The network families (`syscalls::families`): under `deny` only
+        /// AF_UNIX (governed by its own rules) and AF_NETLINK; under
+        /// allow-listed TCP stream sockets of AF_INET/AF_INET6 too (Landlock
+        /// governs where they connect) and no other type or protocol of
+        /// those; in bwrap's private namespace every IP socket. Every other
+        /// family is refused (packet, vsock to the hypervisor host,
+        /// bluetooth, ...), and netlink only speaks route and sock_diag.
+        /// Outside a private namespace nothing may listen or accept: a
+        /// listen() without bind() picks a port on every address, which a
+        /// peer elsewhere could reach.
+        pub fn install_net(net: super::Net) -> Result<(), String> {
+            use crate::syscalls::families;
             let arg = |index, op, value| {
                 SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
             };
-            let mut socket_rules = BTreeMap::new();
-            let mut uring = BTreeMap::new();
-            let kept: &[i32] = if tcp_only {
-                &[
-                    libc::AF_UNIX,
-                    libc::AF_NETLINK,
-                    libc::AF_INET,
-                    libc::AF_INET6,
-                ]
-            } else {
-                &[libc::AF_UNIX, libc::AF_NETLINK]
+            let (kept, tcp_only, no_listen) = match net {
+                super::Net::Host => return Ok(()),
+                super::Net::Deny => (families::DENY, false, true),
+                super::Net::Port(_) => (families::TCP, true, true),
+                super::Net::Private => (families::PRIVATE, false, false),
             };
+            let mut socket_rules = BTreeMap::new();
             for &base in NUMBERINGS {
                 let mut chain = Vec::new();
                 // Any family outside `kept`.
@@ -799,6 +811,12 @@ mod linux {
                     others.push(arg(0, SeccompCmpOp::Ne, *family as u64)?);
                 }
                 chain.push(SeccompRule::new(others).map_err(err)?);
+                // Netlink of another protocol.
+                let mut netlink = vec![arg(0, SeccompCmpOp::Eq, libc::AF_NETLINK as u64)?];
+                for protocol in families::NETLINK_PROTOCOLS {
+                    netlink.push(arg(2, SeccompCmpOp::Ne, *protocol)?);
+                }
+                chain.push(SeccompRule::new(netlink).map_err(err)?);
                 if tcp_only {
                     for family in [libc::AF_INET, libc::AF_INET6] {
                         // Not a stream socket (UDP, raw, ...).
@@ -825,17 +843,17 @@ mod linux {
                     }
                 }
                 socket_rules.insert(base | libc::SYS_socket, chain);
-                uring.insert(base | libc::SYS_io_uring_setup, vec![]);
+                if no_listen {
+                    for nr in [libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
+                        socket_rules.insert(base | nr, vec![]);
+                    }
+                }
             }
             let eacces = SeccompAction::Errno(libc::EACCES as u32);
-            let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
-            for (rules, action) in [(socket_rules, eacces), (uring, enosys)] {
-                let filter =
-                    SeccompFilter::new(rules, SeccompAction::Allow, action, ARCH).map_err(err)?;
-                let program = BpfProgram::try_from(filter).map_err(err)?;
-                seccompiler::apply_filter(&program).map_err(err)?;
-            }
-            Ok(())
+            let filter = SeccompFilter::new(socket_rules, SeccompAction::Allow, eacces, ARCH)
+                .map_err(err)?;
+            let program = BpfProgram::try_from(filter).map_err(err)?;
+            seccompiler::apply_filter(&program).map_err(err)
         }
 
         pub fn install() -> Result<(), String> {
@@ -846,7 +864,6 @@ mod linux {
             };
             let unix = || arg(0, SeccompCmpOp::Eq, libc::AF_UNIX as u64);
             let mut sockets = BTreeMap::new();
-            let mut uring = BTreeMap::new();
             for &base in NUMBERINGS {
                 let socket = vec![SeccompRule::new(vec![unix()?]).map_err(err)?];
                 let mut pair = Vec::new();
@@ -859,21 +876,15 @@ mod linux {
                 if !pair.is_empty() {
                     sockets.insert(base | libc::SYS_socketpair, pair);
                 }
-                // An io_uring can create sockets (IORING_OP_SOCKET) where no
-                // filter sees the call; ENOSYS makes callers fall back.
-                uring.insert(base | libc::SYS_io_uring_setup, vec![]);
             }
+            // io_uring, which could create a socket no filter sees, is
+            // refused in every mode by the syscall table.
             let eacces = SeccompAction::Errno(libc::EACCES as u32);
-            let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
-            // One match action per filter, hence two; filters stack.
-            for (rules, action) in [(sockets, eacces), (uring, enosys)] {
-                let filter =
-                    SeccompFilter::new(rules, SeccompAction::Allow, action, ARCH).map_err(err)?;
-                let program = BpfProgram::try_from(filter).map_err(err)?;
-                // Sets no_new_privs itself (already set by the ruleset).
-                seccompiler::apply_filter(&program).map_err(err)?;
-            }
-            Ok(())
+            let filter =
+                SeccompFilter::new(sockets, SeccompAction::Allow, eacces, ARCH).map_err(err)?;
+            let program = BpfProgram::try_from(filter).map_err(err)?;
+            // Sets no_new_privs itself (already set by the ruleset).
+            seccompiler::apply_filter(&program).map_err(err)
         }
     }
 
@@ -887,7 +898,7 @@ mod linux {
             Err(format!("no filter for {}", std::env::consts::ARCH))
         }
 
-        pub fn install_net(_: bool) -> Result<(), String> {
+        pub fn install_net(_: super::Net) -> Result<(), String> {
             Err(format!("no filter for {}", std::env::consts::ARCH))
         }
     }
@@ -1281,7 +1292,8 @@ mod linux {
             bridge::start(*port, path);
         }
         let sockets = open_sockets(&opts.sockets);
-        let plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        let mut plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
+        plan.net = opts.net;
         if plan.scoped || plan.resolve_unix {
             restrict(&plan, None, sockets);
         }
@@ -1435,6 +1447,10 @@ mod linux {
             Ok(Cmd::Run(opts, argv)) => run(&opts, &argv),
             Ok(Cmd::CloseFds(opts, argv)) => close_fds(&opts, &argv),
             Ok(Cmd::Isolation(sockets)) => isolation(&sockets),
+            Ok(Cmd::Syscalls) => {
+                crate::syscalls::print();
+                exit(0)
+            }
             Ok(Cmd::Probe) => probe(),
             Ok(Cmd::ProbeChild(dir)) => probe_child(&dir),
             Err(why) => usage(why),

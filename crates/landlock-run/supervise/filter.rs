@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::syscalls::Verdict;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -60,12 +61,6 @@ pub enum Sys {
 
 /// fchmodat2 (Linux 6.6); not every libc names it.
 const SYS_FCHMODAT2: i64 = 452;
-/// setxattrat / removexattrat (Linux 6.13) and file_setattr (6.17): path
-/// based metadata calls with their own argument structs. Refused with ENOSYS,
-/// so callers fall back to the calls governed above.
-const SYS_SETXATTRAT: i64 = 463;
-const SYS_REMOVEXATTRAT: i64 = 466;
-const SYS_FILE_SETATTR: i64 = 469;
 
 #[cfg(target_arch = "x86_64")]
 pub const GOVERNED: &[(i64, Sys)] = &[
@@ -249,35 +244,29 @@ pub fn notify_program() -> Result<BpfProgram, String> {
 }
 
 /// The refusing programs (one action each): calls the supervisor does not
-/// decode but that could change what it governs.
+/// decode but that could change what it governs. Which calls is the
+/// syscall table's (`Verdict::Undecoded`); what every mode refuses
+/// (chroot, io_uring, the mount family, ...) is installed before these by
+/// `isolate`.
 pub fn refusing_programs() -> Result<Vec<BpfProgram>, String> {
+    let undecoded: Vec<i64> = crate::syscalls::numbers(|v| v == Verdict::Undecoded)
+        .into_iter()
+        .map(|(nr, _)| nr)
+        .collect();
     let mut enosys = BTreeMap::new();
-    for nr in [
-        libc::SYS_openat2,
-        SYS_SETXATTRAT,
-        SYS_REMOVEXATTRAT,
-        SYS_FILE_SETATTR,
-    ] {
-        enosys.insert(nr, vec![]);
+    for nr in &undecoded {
+        enosys.insert(*nr, vec![]);
     }
     if let Some((bit, x32_ioctl)) = X32 {
         for (nr, _) in GOVERNED {
             enosys.insert(bit | nr, vec![]);
         }
         enosys.insert(bit | x32_ioctl, vec![]);
-        for nr in [
-            libc::SYS_openat2,
-            SYS_SETXATTRAT,
-            SYS_REMOVEXATTRAT,
-            SYS_FILE_SETATTR,
-        ] {
+        for nr in &undecoded {
             enosys.insert(bit | nr, vec![]);
         }
     }
     let mut eperm = BTreeMap::new();
-    // A new root would make the child's absolute paths mean something else
-    // than they mean to the supervisor resolving them.
-    eperm.insert(libc::SYS_chroot, vec![]);
     eperm.insert(libc::SYS_ioctl, ioctl_rules(&IOCTLS_REFUSED)?);
     let mut out = Vec::new();
     for (rules, errno) in [(enosys, libc::ENOSYS), (eperm, libc::EPERM)] {
@@ -312,6 +301,23 @@ mod tests {
             u64::from(IOCTLS_REFUSED[1]),
             libc::FS_IOC32_SETVERSION as u64
         );
+    }
+
+    /// The syscall table's governed names are exactly the calls decoded
+    /// here, and the undecoded ones are refused.
+    #[test]
+    fn governed_is_the_syscall_tables() {
+        let mut table: Vec<i64> = crate::syscalls::numbers(|v| v == Verdict::Governed)
+            .into_iter()
+            .map(|n| n.0)
+            .collect();
+        let mut decoded: Vec<i64> = GOVERNED.iter().map(|g| g.0).collect();
+        table.sort_unstable();
+        decoded.sort_unstable();
+        assert_eq!(table, decoded);
+        let undecoded = crate::syscalls::numbers(|v| v == Verdict::Undecoded);
+        assert!(undecoded.iter().any(|n| n.0 == libc::SYS_openat2));
+        assert_eq!(undecoded.len(), 4);
     }
 
     #[test]

@@ -250,6 +250,12 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
         out.push(closer.as_os_str().to_owned());
         out.push("--close-fds".into());
         push_launcher_common(&mut out, p);
+        // The namespace is private: the closer refuses the families that
+        // are not namespaced (AF_VSOCK reaches the hypervisor host) and
+        // netlink beyond route and sock_diag.
+        if p.net != ProfileNet::Host {
+            out.push("--net-private".into());
+        }
         if let ProfileNet::Proxy {
             port,
             unix: Some(unix),
@@ -681,6 +687,7 @@ mod tests {
         };
         let b = bwrap_args(&deny, &cmd());
         assert!(strs(&b).contains(&"--unshare-net"));
+        assert!(strs(&b).contains(&"--net-private"));
         assert!(!strs(&b).contains(&"--net-bridge"));
         let l = landlock_args(&deny, &cmd());
         assert!(strs(&l).contains(&"--net-deny"));
@@ -700,8 +707,10 @@ mod tests {
         assert!(at < b.iter().rposition(|a| *a == "--").unwrap());
         let l = landlock_args(&proxy, &cmd());
         assert!(strs(&l).windows(2).any(|w| w == ["--net-port", "4321"]));
+        assert!(b.contains(&"--net-private"));
         let host = ww_profile();
         assert!(!strs(&bwrap_args(&host, &cmd())).contains(&"--unshare-net"));
+        assert!(!strs(&bwrap_args(&host, &cmd())).contains(&"--net-private"));
         let l = landlock_args(&host, &cmd());
         assert!(!strs(&l).iter().any(|a| a.starts_with("--net")));
     }

@@ -1,0 +1,837 @@
+//! The syscall table: what every Linux system call gets under every
+//! landlock-run profile (run mode, supervised or not, and close-fds mode
+//! inside bwrap). It is the one place a call's fate is written; the filters
+//! are built from it:
+//!
+//! - `Refuse`: refused in every mode by `always_program` (the first filter
+//!   installed after the ruleset), whatever the network or socket options.
+//! - `Governed`: sent to the supervisor in a supervised run
+//!   (`supervise/filter.rs` decodes exactly these names; a test checks the
+//!   two agree); under `--no-supervise` Landlock alone judges them and the
+//!   caller names the metadata gap.
+//! - `Undecoded`: calls the supervisor cannot decode, refused with ENOSYS in
+//!   a supervised run (callers fall back to governed calls); Landlock judges
+//!   them otherwise.
+//! - `Socket`: judged on their arguments by the socket and network filters
+//!   (`SOCKET_FAMILIES` below and `main.rs`'s `filter`), per profile.
+//! - `Allow`: allowed, with the reason it cannot reach past the sandbox.
+//!
+//! The kernel's lists of calls for x86_64 and aarch64 are embedded
+//! (`syscalls/*.txt`, sources named in their headers); a test fails when a
+//! call in either list has no verdict here.
+#![forbid(unsafe_code)]
+
+/// What a system call gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Notified to the supervisor when supervised.
+    Governed,
+    /// Refused with ENOSYS when supervised; Landlock judges it otherwise.
+    Undecoded,
+    /// Judged on its arguments by the socket and network filters.
+    Socket,
+    /// Allowed.
+    Allow,
+    /// Refused in every mode with this errno.
+    Refuse(i32),
+}
+
+/// A group of calls with one verdict and one reason.
+pub struct Group {
+    pub verdict: Verdict,
+    pub reason: &'static str,
+    pub names: &'static [&'static str],
+}
+
+const EPERM: i32 = libc::EPERM;
+const ENOSYS: i32 = libc::ENOSYS;
+
+pub const TABLE: &[Group] = &[
+    // ---- refused everywhere ----
+    Group {
+        verdict: Verdict::Refuse(ENOSYS),
+        reason: "an io_uring performs opens, xattr changes, renames and socket calls \
+                 (IORING_OP_OPENAT, SETXATTR, RENAMEAT, SOCKET) without a system call, so \
+                 neither the supervisor nor the socket filters would ever see them; ENOSYS \
+                 makes callers fall back to plain calls",
+        names: &["io_uring_setup", "io_uring_enter", "io_uring_register"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "a file handle opens an inode with no path: no Landlock rule, no \
+                 supervisor check and no protected path on the way",
+        names: &["open_by_handle_at"],
+    },
+    Group {
+        verdict: Verdict::Refuse(libc::EOPNOTSUPP),
+        reason: "makes the handles open_by_handle_at would use; EOPNOTSUPP is what a \
+                 filesystem without handles answers, which callers handle",
+        names: &["name_to_handle_at"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "fanotify watches whole mounts and filesystems, past the grants, and its \
+                 permission events decide other processes' opens",
+        names: &["fanotify_init", "fanotify_mark"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "reads or writes another process's memory (the supervisor reads the \
+                 command's arguments from it; a sibling's memory is its decisions); no \
+                 tool a coding sandbox runs needs it",
+        names: &["process_vm_readv", "process_vm_writev"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "stalls the kernel in the middle of a copy from user memory, which turns \
+                 the supervisor's reading of the command's arguments into a race it can \
+                 hold open",
+        names: &["userfaultfd"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "loads programs into the kernel or observes the kernel and other \
+                 processes; not part of building or testing code",
+        names: &["bpf", "perf_event_open"],
+    },
+    Group {
+        verdict: Verdict::Refuse(ENOSYS),
+        reason: "the kernel keyrings hold the user's session keys (Kerberos, ecryptfs, \
+                 fscrypt) outside every file rule; ENOSYS makes libkeyutils' callers fall \
+                 back to files",
+        names: &["keyctl", "add_key", "request_key"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "the mount family changes what a path means (to Landlock, to bwrap's \
+                 binds and to the supervisor resolving the command's names); Landlock \
+                 forbids some, this refuses all",
+        names: &[
+            "mount",
+            "umount2",
+            "move_mount",
+            "open_tree",
+            "open_tree_attr",
+            "fsopen",
+            "fsconfig",
+            "fsmount",
+            "fspick",
+            "mount_setattr",
+            "pivot_root",
+        ],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "a new root would make the command's absolute paths mean something else \
+                 than they mean to the supervisor resolving them",
+        names: &["chroot"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "takes a descriptor out of another process (one opened before any \
+                 confinement); the supervisor uses it on the command, never the reverse",
+        names: &["pidfd_getfd"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "joins another process's namespaces (its mounts, network, users)",
+        names: &["setns"],
+    },
+    Group {
+        verdict: Verdict::Refuse(EPERM),
+        reason: "administers the machine (kernel images and modules, reboot, swap, \
+                 accounting, clocks, quotas, I/O ports, host names, the kernel log, \
+                 terminals); the capabilities are dropped, and refusing them here keeps a \
+                 file capability or a kernel bug from bringing any back",
+        names: &[
+            "kexec_load",
+            "kexec_file_load",
+            "init_module",
+            "finit_module",
+            "delete_module",
+            "reboot",
+            "swapon",
+            "swapoff",
+            "acct",
+            "settimeofday",
+            "clock_settime",
+            "clock_adjtime",
+            "quotactl",
+            "quotactl_fd",
+            "iopl",
+            "ioperm",
+            "sethostname",
+            "setdomainname",
+            "syslog",
+            "vhangup",
+            "lsm_set_self_attr",
+        ],
+    },
+    Group {
+        verdict: Verdict::Refuse(ENOSYS),
+        reason: "not implemented by Linux (removed or reserved numbers); refused so that \
+                 a future meaning is decided here, not inherited",
+        names: &[
+            "uselib",
+            "_sysctl",
+            "create_module",
+            "get_kernel_syms",
+            "query_module",
+            "nfsservctl",
+            "getpmsg",
+            "putpmsg",
+            "afs_syscall",
+            "tuxcall",
+            "security",
+            "vserver",
+            "lookup_dcookie",
+            "epoll_ctl_old",
+            "epoll_wait_old",
+            "set_thread_area",
+            "get_thread_area",
+        ],
+    },
+    // ---- the supervisor's ----
+    Group {
+        verdict: Verdict::Governed,
+        reason: "creates, writes, removes, renames, links or changes the metadata of a \
+                 file by name or descriptor: the supervisor resolves and performs it \
+                 (supervise/filter.rs); opens only with a write mode, O_CREAT, O_TRUNC or \
+                 O_TMPFILE, ioctl only for the inode-flag commands",
+        names: &[
+            "open",
+            "openat",
+            "creat",
+            "mkdir",
+            "mkdirat",
+            "mknod",
+            "mknodat",
+            "symlink",
+            "symlinkat",
+            "unlink",
+            "unlinkat",
+            "rmdir",
+            "rename",
+            "renameat",
+            "renameat2",
+            "link",
+            "linkat",
+            "truncate",
+            "chmod",
+            "fchmod",
+            "fchmodat",
+            "fchmodat2",
+            "chown",
+            "lchown",
+            "fchown",
+            "fchownat",
+            "utime",
+            "utimes",
+            "futimesat",
+            "utimensat",
+            "setxattr",
+            "lsetxattr",
+            "fsetxattr",
+            "removexattr",
+            "lremovexattr",
+            "fremovexattr",
+            "ioctl",
+        ],
+    },
+    Group {
+        verdict: Verdict::Undecoded,
+        reason: "path calls with argument structs the supervisor does not decode; ENOSYS \
+                 makes callers fall back to the governed forms (openat, setxattr, ...)",
+        names: &["openat2", "setxattrat", "removexattrat", "file_setattr"],
+    },
+    // ---- sockets ----
+    Group {
+        verdict: Verdict::Socket,
+        reason: "which families and types may be created, and whether a socket may \
+                 listen or accept, depends on the network profile (`families` below and \
+                 the network filter); connect and bind of TCP are Landlock's (ABI 4) under \
+                 allow-listed",
+        names: &[
+            "socket",
+            "socketpair",
+            "connect",
+            "bind",
+            "listen",
+            "accept",
+            "accept4",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "act on a socket the command already has: its creation, and where it may \
+                 connect, were judged by the socket rules",
+        names: &[
+            "sendto",
+            "recvfrom",
+            "sendmsg",
+            "recvmsg",
+            "sendmmsg",
+            "recvmmsg",
+            "shutdown",
+            "getsockname",
+            "getpeername",
+            "setsockopt",
+            "getsockopt",
+        ],
+    },
+    // ---- allowed ----
+    Group {
+        verdict: Verdict::Allow,
+        reason: "read-only by name: Landlock's read and execute rights (and bwrap's \
+                 mounts) judge every lookup and open",
+        names: &[
+            "stat",
+            "lstat",
+            "newfstatat",
+            "statx",
+            "access",
+            "faccessat",
+            "faccessat2",
+            "readlink",
+            "readlinkat",
+            "getxattr",
+            "lgetxattr",
+            "getxattrat",
+            "listxattr",
+            "llistxattr",
+            "listxattrat",
+            "statfs",
+            "ustat",
+            "sysfs",
+            "chdir",
+            "getcwd",
+            "getdents",
+            "getdents64",
+            "statmount",
+            "listmount",
+            "file_getattr",
+            "execve",
+            "execveat",
+            "inotify_init",
+            "inotify_init1",
+            "inotify_add_watch",
+            "inotify_rm_watch",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "act on a descriptor the command already holds: its open was judged \
+                 (Landlock, and the supervisor for any open that may write); descriptors \
+                 inherited from outside are close-on-exec",
+        names: &[
+            "read",
+            "write",
+            "pread64",
+            "pwrite64",
+            "readv",
+            "writev",
+            "preadv",
+            "pwritev",
+            "preadv2",
+            "pwritev2",
+            "close",
+            "close_range",
+            "lseek",
+            "fstat",
+            "fstatfs",
+            "fcntl",
+            "flock",
+            "fsync",
+            "fdatasync",
+            "syncfs",
+            "sync_file_range",
+            "ftruncate",
+            "fallocate",
+            "fadvise64",
+            "readahead",
+            "fgetxattr",
+            "flistxattr",
+            "fchdir",
+            "dup",
+            "dup2",
+            "dup3",
+            "sendfile",
+            "splice",
+            "tee",
+            "vmsplice",
+            "copy_file_range",
+            "cachestat",
+            "poll",
+            "ppoll",
+            "select",
+            "pselect6",
+            "epoll_create",
+            "epoll_create1",
+            "epoll_ctl",
+            "epoll_wait",
+            "epoll_pwait",
+            "epoll_pwait2",
+            "sync",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "make anonymous objects (pipes, event, timer and signal descriptors, \
+                 memory files) that no other process can name",
+        names: &[
+            "pipe",
+            "pipe2",
+            "eventfd",
+            "eventfd2",
+            "timerfd_create",
+            "timerfd_settime",
+            "timerfd_gettime",
+            "signalfd",
+            "signalfd4",
+            "memfd_create",
+            "memfd_secret",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "the process's own memory",
+        names: &[
+            "brk",
+            "mmap",
+            "munmap",
+            "mremap",
+            "mprotect",
+            "msync",
+            "mincore",
+            "madvise",
+            "mlock",
+            "mlock2",
+            "munlock",
+            "mlockall",
+            "munlockall",
+            "remap_file_pages",
+            "pkey_mprotect",
+            "pkey_alloc",
+            "pkey_free",
+            "mseal",
+            "map_shadow_stack",
+            "mbind",
+            "set_mempolicy",
+            "get_mempolicy",
+            "set_mempolicy_home_node",
+            "membarrier",
+            "modify_ldt",
+            "arch_prctl",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "another process's memory placement or reclaim: the kernel asks for \
+                 ptrace access, which Landlock refuses for every process outside the \
+                 command's domain",
+        names: &[
+            "migrate_pages",
+            "move_pages",
+            "process_madvise",
+            "process_mrelease",
+            "kcmp",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "tracing (strace, gdb): Landlock refuses to trace any process outside the \
+                 command's domain (the supervisor, the user's shell), and seccomp judges \
+                 a traced call again after a tracer changes it",
+        names: &["ptrace"],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "processes and threads: children inherit the ruleset and every filter, \
+                 and a new namespace is nested inside the domain (mounts and chroot stay \
+                 refused there)",
+        names: &[
+            "clone",
+            "clone3",
+            "fork",
+            "vfork",
+            "exit",
+            "exit_group",
+            "wait4",
+            "waitid",
+            "unshare",
+            "set_tid_address",
+            "set_robust_list",
+            "get_robust_list",
+            "rseq",
+            "restart_syscall",
+            "uretprobe",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "signals: Landlock's signal scope (ABI 6) refuses processes outside the \
+                 domain; below it the caller names the gap",
+        names: &[
+            "kill",
+            "tkill",
+            "tgkill",
+            "rt_sigqueueinfo",
+            "rt_tgsigqueueinfo",
+            "pidfd_open",
+            "pidfd_send_signal",
+            "rt_sigaction",
+            "rt_sigprocmask",
+            "rt_sigreturn",
+            "rt_sigpending",
+            "rt_sigtimedwait",
+            "rt_sigsuspend",
+            "sigaltstack",
+            "pause",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "the process's own identity, limits, scheduling and timers; raising a \
+                 privilege needs a capability the run dropped",
+        names: &[
+            "getpid",
+            "getppid",
+            "gettid",
+            "getuid",
+            "geteuid",
+            "getgid",
+            "getegid",
+            "getresuid",
+            "getresgid",
+            "getgroups",
+            "setuid",
+            "setgid",
+            "setreuid",
+            "setregid",
+            "setresuid",
+            "setresgid",
+            "setfsuid",
+            "setfsgid",
+            "setgroups",
+            "getpgid",
+            "setpgid",
+            "getpgrp",
+            "getsid",
+            "setsid",
+            "capget",
+            "capset",
+            "prctl",
+            "personality",
+            "umask",
+            "getrlimit",
+            "setrlimit",
+            "prlimit64",
+            "getrusage",
+            "times",
+            "getpriority",
+            "setpriority",
+            "ioprio_get",
+            "ioprio_set",
+            "sched_yield",
+            "sched_setparam",
+            "sched_getparam",
+            "sched_setscheduler",
+            "sched_getscheduler",
+            "sched_get_priority_max",
+            "sched_get_priority_min",
+            "sched_rr_get_interval",
+            "sched_setaffinity",
+            "sched_getaffinity",
+            "sched_setattr",
+            "sched_getattr",
+            "getcpu",
+            "nanosleep",
+            "clock_nanosleep",
+            "clock_gettime",
+            "clock_getres",
+            "gettimeofday",
+            "time",
+            "adjtimex",
+            "alarm",
+            "getitimer",
+            "setitimer",
+            "timer_create",
+            "timer_settime",
+            "timer_gettime",
+            "timer_getoverrun",
+            "timer_delete",
+            "uname",
+            "sysinfo",
+            "getrandom",
+            "futex",
+            "futex_waitv",
+            "futex_wake",
+            "futex_wait",
+            "futex_requeue",
+            "lsm_get_self_attr",
+            "lsm_list_modules",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "asynchronous I/O on descriptors the command holds (io_submit performs \
+                 reads and writes only, never an open, a rename or a socket call)",
+        names: &[
+            "io_setup",
+            "io_destroy",
+            "io_submit",
+            "io_cancel",
+            "io_getevents",
+            "io_pgetevents",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "only ever narrows: another Landlock domain or seccomp filter nests \
+                 inside ours, and the kernel refuses a second notify listener (EBUSY)",
+        names: &[
+            "landlock_create_ruleset",
+            "landlock_add_rule",
+            "landlock_restrict_self",
+            "seccomp",
+        ],
+    },
+    Group {
+        verdict: Verdict::Allow,
+        reason: "System V and POSIX IPC are judged by the objects' owners and modes, not \
+                 by Landlock: the command reaches the IPC objects its user could (the \
+                 IPC namespace is the caller's), a known gap with no file, descriptor or \
+                 socket of the sandbox's on the way; build and test tools use them",
+        names: &[
+            "shmget",
+            "shmat",
+            "shmctl",
+            "shmdt",
+            "semget",
+            "semop",
+            "semctl",
+            "semtimedop",
+            "msgget",
+            "msgsnd",
+            "msgrcv",
+            "msgctl",
+            "mq_open",
+            "mq_unlink",
+            "mq_timedsend",
+            "mq_timedreceive",
+            "mq_notify",
+            "mq_getsetattr",
+        ],
+    },
+];
+
+/// The kernel's calls of the architecture this launcher is built for.
+#[cfg(target_arch = "x86_64")]
+const HOST_LIST: &str = include_str!("syscalls/x86_64.txt");
+#[cfg(target_arch = "aarch64")]
+const HOST_LIST: &str = include_str!("syscalls/aarch64.txt");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const HOST_LIST: &str = "";
+
+/// `NUMBER NAME` lines, `#` comments.
+fn parse(list: &str) -> impl Iterator<Item = (i64, &str)> {
+    list.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let nr = words.next()?.parse().ok()?;
+            Some((nr, words.next()?))
+        })
+}
+
+/// The verdict of a call by name.
+pub fn verdict(name: &str) -> Option<Verdict> {
+    TABLE
+        .iter()
+        .find(|g| g.names.contains(&name))
+        .map(|g| g.verdict)
+}
+
+/// `landlock-run --syscalls`: `NAME VERDICT REASON`, a line per call of the
+/// table, in its order; VERDICT is `governed`, `undecoded`, `socket`,
+/// `allow` or `refuse:ERRNO`.
+pub fn print() {
+    for group in TABLE {
+        let verdict = match group.verdict {
+            Verdict::Governed => "governed".to_string(),
+            Verdict::Undecoded => "undecoded".to_string(),
+            Verdict::Socket => "socket".to_string(),
+            Verdict::Allow => "allow".to_string(),
+            Verdict::Refuse(e) => format!("refuse:{}", errno_name(e)),
+        };
+        let reason: Vec<&str> = group.reason.split_whitespace().collect();
+        for name in group.names {
+            println!("{name} {verdict} {}", reason.join(" "));
+        }
+    }
+}
+
+fn errno_name(e: i32) -> &'static str {
+    match e {
+        libc::EPERM => "EPERM",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        _ => "errno",
+    }
+}
+
+/// The host's numbers of every call whose verdict `keep` accepts.
+pub fn numbers(keep: impl Fn(Verdict) -> bool) -> Vec<(i64, Verdict)> {
+    parse(HOST_LIST)
+        .filter_map(|(nr, name)| verdict(name).filter(|v| keep(*v)).map(|v| (nr, v)))
+        .collect()
+}
+
+/// seccomp_data.arch of this build (linux/audit.h): a call made through
+/// another architecture's entry (`int 0x80`, AArch32) kills the process,
+/// since its numbers mean other calls.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const AUDIT_ARCH: u32 = 0;
+
+/// x32 calls report the x86_64 architecture with this bit in the number.
+/// Nothing here decodes them, so every one is refused (ENOSYS).
+#[cfg(target_arch = "x86_64")]
+const X32_BIT: Option<u32> = Some(0x4000_0000);
+#[cfg(not(target_arch = "x86_64"))]
+const X32_BIT: Option<u32> = None;
+
+fn insn(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
+    seccompiler::sock_filter { code, jt, jf, k }
+}
+
+/// The filter for the `Refuse` verdicts, in every mode: a check of the
+/// architecture, then one comparison per refused number. Written as BPF
+/// directly because seccompiler has no range test for the x32 numbers.
+pub fn always_program() -> seccompiler::BpfProgram {
+    const LD_ABS_W: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
+    let mut p = vec![
+        insn(LD_ABS_W, 0, 0, 4),
+        insn(JEQ_K, 1, 0, AUDIT_ARCH),
+        insn(RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
+        insn(LD_ABS_W, 0, 0, 0),
+    ];
+    if let Some(bit) = X32_BIT {
+        p.push(insn(JGE_K, 0, 1, bit));
+        p.push(insn(RET_K, 0, 0, errno(libc::ENOSYS)));
+    }
+    for (nr, verdict) in numbers(|v| matches!(v, Verdict::Refuse(_))) {
+        if let (Verdict::Refuse(e), Ok(nr)) = (verdict, u32::try_from(nr)) {
+            p.push(insn(JEQ_K, 0, 1, nr));
+            p.push(insn(RET_K, 0, 0, errno(e)));
+        }
+    }
+    p.push(insn(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW));
+    p
+}
+
+/// Families a socket may have, per network profile; every other family
+/// (AF_VSOCK to the hypervisor host, AF_PACKET, AF_BLUETOOTH, AF_CAN,
+/// AF_ALG, AF_XDP, ...) is refused wherever the network is not the host's.
+/// AF_UNIX has its own rules (Landlock resolve_unix, or the Unix filter).
+pub mod families {
+    /// `deny`: Unix sockets and the two netlink protocols below.
+    pub const DENY: &[i32] = &[libc::AF_UNIX, libc::AF_NETLINK];
+    /// `allow-listed` under Landlock: plus TCP (Landlock governs its ports).
+    pub const TCP: &[i32] = &[
+        libc::AF_UNIX,
+        libc::AF_NETLINK,
+        libc::AF_INET,
+        libc::AF_INET6,
+    ];
+    /// Inside bwrap's private network namespace (`deny` and `allow-listed`):
+    /// the IP families reach only the namespace's own loopback, so every
+    /// type stays; the rest is refused as above.
+    pub const PRIVATE: &[i32] = &[
+        libc::AF_UNIX,
+        libc::AF_NETLINK,
+        libc::AF_INET,
+        libc::AF_INET6,
+    ];
+    /// The netlink protocols kept: NETLINK_ROUTE (0: `ip addr`, getaddrinfo's
+    /// AI_ADDRCONFIG, interface lookups) and NETLINK_SOCK_DIAG (4: `ss`).
+    /// Every change they could request needs CAP_NET_ADMIN, which the run
+    /// has dropped, so what is left is reading. Audit, uevents, netfilter,
+    /// generic netlink (nl80211, ...) and the rest are refused.
+    pub const NETLINK_PROTOCOLS: &[u64] = &[0, 4];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LISTS: [(&str, &str); 2] = [
+        ("x86_64", include_str!("syscalls/x86_64.txt")),
+        ("aarch64", include_str!("syscalls/aarch64.txt")),
+    ];
+
+    #[test]
+    fn every_syscall_of_both_architectures_has_a_verdict() {
+        let mut missing = Vec::new();
+        for (arch, list) in LISTS {
+            let calls: Vec<_> = parse(list).collect();
+            assert!(
+                calls.len() > 300,
+                "{arch}: only {} calls parsed",
+                calls.len()
+            );
+            for (nr, name) in calls {
+                if verdict(name).is_none() {
+                    missing.push(format!("{arch} {nr} {name}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no verdict for: {missing:?}");
+    }
+
+    #[test]
+    fn every_name_is_a_syscall_listed_once_with_a_reason() {
+        let known: Vec<&str> = LISTS
+            .iter()
+            .flat_map(|(_, l)| parse(l))
+            .map(|c| c.1)
+            .collect();
+        let mut seen = Vec::new();
+        for group in TABLE {
+            assert!(group.reason.len() > 20, "{:?}", group.names);
+            for name in group.names {
+                assert!(known.contains(name), "{name} is in no syscall list");
+                assert!(!seen.contains(name), "{name} has two verdicts");
+                seen.push(*name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_refusing_program_names_every_refused_number() {
+        let p = always_program();
+        let refused = numbers(|v| matches!(v, Verdict::Refuse(_)));
+        assert!(refused.len() > 50);
+        for (nr, _) in &refused {
+            assert!(
+                p.iter().any(|i| i.code == 0x15 && i64::from(i.k) == *nr),
+                "{nr}"
+            );
+        }
+        assert!(p.len() < 4096);
+    }
+
+    #[test]
+    fn io_uring_is_refused_everywhere() {
+        for name in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
+            assert_eq!(verdict(name), Some(Verdict::Refuse(libc::ENOSYS)));
+        }
+    }
+}
