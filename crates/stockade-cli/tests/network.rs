@@ -204,6 +204,10 @@ fn allow_listed_reaches_listed_hosts_through_the_proxy_only() {
                 "--no-default-hosts",
                 "--allow-host",
                 "allowed.test",
+                // The test's names resolve to loopback, which the proxy
+                // reaches only when the address is listed.
+                "--allow-host",
+                "127.0.0.1",
             ];
             // Through the proxy to the listed name.
             let ok = facts(&s.exec(

@@ -1,11 +1,16 @@
 //! The network policy beside the mode: which [`NetworkMode`] a call runs
 //! under and, for `allow-listed`, which hosts its proxy lets through.
 //!
-//! Hosts are names, never addresses: the proxy is asked `CONNECT host:port`
-//! and judges the name, so a pattern is an exact name (`crates.io`) or a
-//! suffix (`*.github.com`, which matches `api.github.com` and
-//! `a.b.github.com` but not `github.com` itself). Patterns are validated
-//! once, where they are read.
+//! Hosts are names: the proxy is asked `CONNECT host:port` and judges the
+//! name, so a pattern is an exact name (`crates.io`) or a suffix
+//! (`*.github.com`, which matches `api.github.com` and `a.b.github.com` but
+//! not `github.com` itself). An entry may also be an address (`10.1.2.3`,
+//! `::1`, `[::1]`) or a CIDR range (`10.0.0.0/8`, `fd00::/8`): that is the
+//! only way to reach a loopback, private, link-local or otherwise
+//! non-public address, whether a client names the address or an allowed
+//! name resolves to it. Patterns are validated once, where they are read.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::mode::NetworkMode;
 
@@ -91,12 +96,121 @@ pub struct HostPatternError {
     pub reason: &'static str,
 }
 
-/// One validated pattern: an exact name or `*.` and a suffix.
+/// One validated pattern: an exact name, `*.` and a suffix, or an address
+/// range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
-    /// Lower case, without the `*.` of a suffix pattern.
+    /// Lower case, without the `*.` of a suffix pattern; the range's
+    /// canonical spelling for an address entry.
     name: String,
     suffix: bool,
+    /// Set for an address or CIDR entry, which matches addresses only.
+    range: Option<IpRange>,
+}
+
+/// An address range: `addr/prefix`, host bits zero. A single address is a
+/// full-length prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpRange {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl IpRange {
+    /// `addr`, `[v6addr]` or `addr/prefix`, in the strict spellings only
+    /// (four decimal parts for IPv4, no zone id): `Err` says why not;
+    /// `Ok(None)` = not an address at all (a name, a URL...).
+    fn parse(value: &str) -> Result<Option<Self>, &'static str> {
+        let (addr, prefix) = match value.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (value, None),
+        };
+        let addr = addr
+            .strip_prefix('[')
+            .and_then(|a| a.strip_suffix(']'))
+            .unwrap_or(addr);
+        let Ok(addr) = addr.parse::<IpAddr>() else {
+            return Ok(None);
+        };
+        let max: u8 = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) if n <= max && p.bytes().all(|b| b.is_ascii_digit()) => n,
+                _ => {
+                    return Err(
+                        "has a CIDR prefix length out of range (0-32 for IPv4, 0-128 for IPv6)",
+                    );
+                }
+            },
+        };
+        let range = Self { addr, prefix };
+        if range.network() != addr {
+            return Err(
+                "has bits set after its CIDR prefix; write the range's first address (10.0.0.0/8)",
+            );
+        }
+        Ok(Some(range))
+    }
+
+    fn bits(addr: IpAddr) -> u128 {
+        match addr {
+            IpAddr::V4(a) => u128::from(u32::from(a)),
+            IpAddr::V6(a) => u128::from(a),
+        }
+    }
+
+    fn mask(&self) -> u128 {
+        let width: u32 = if self.addr.is_ipv4() { 32 } else { 128 };
+        let all = if width == 32 {
+            u128::from(u32::MAX)
+        } else {
+            u128::MAX
+        };
+        // A full-length prefix shifts by the whole width: nothing is left.
+        all & !all.checked_shr(u32::from(self.prefix)).unwrap_or(0)
+    }
+
+    fn network(&self) -> IpAddr {
+        let bits = Self::bits(self.addr) & self.mask();
+        match self.addr {
+            // The mask keeps an IPv4 value within 32 bits.
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(bits as u32)),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(bits)),
+        }
+    }
+
+    /// Whether `addr` lies in this range; an IPv4-mapped IPv6 address is
+    /// judged as the IPv4 address it carries.
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        let addr = addr.to_canonical();
+        addr.is_ipv4() == self.addr.is_ipv4()
+            && Self::bits(addr) & self.mask() == Self::bits(self.addr)
+    }
+}
+
+impl std::fmt::Display for IpRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let max = if self.addr.is_ipv4() { 32 } else { 128 };
+        if self.prefix == max {
+            write!(f, "{}", self.addr)
+        } else {
+            write!(f, "{}/{}", self.addr, self.prefix)
+        }
+    }
+}
+
+/// Whether a name's last label reads as a number (decimal, or `0x` hex),
+/// which makes URL parsers and `inet_aton` treat the whole name as an IPv4
+/// address (`2130706433`, `0x7f.1`, `127.1`): never a host name.
+pub fn ends_in_number(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let hex = last
+        .strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+    hex || (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
 }
 
 impl HostPattern {
@@ -105,6 +219,17 @@ impl HostPattern {
             value: value.to_owned(),
             reason,
         };
+        match IpRange::parse(value) {
+            Ok(Some(range)) => {
+                return Ok(Self {
+                    name: range.to_string(),
+                    suffix: false,
+                    range: Some(range),
+                });
+            }
+            Ok(None) => {}
+            Err(reason) => return Err(err(reason)),
+        }
         let (suffix, name) = match value.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, value),
@@ -142,12 +267,33 @@ impl HostPattern {
                 "a suffix must have at least two labels (`*.example.com`, not `*.com`)",
             ));
         }
-        Ok(Self { name, suffix })
+        if ends_in_number(&name) {
+            return Err(err(
+                "reads as an IPv4 address in an unusual spelling; write an address as four decimal numbers (127.0.0.1)",
+            ));
+        }
+        Ok(Self {
+            name,
+            suffix,
+            range: None,
+        })
+    }
+
+    /// The address range of an address or CIDR entry.
+    pub fn range(&self) -> Option<&IpRange> {
+        self.range.as_ref()
     }
 
     /// Whether `host` (as a CONNECT request names it, any case, a trailing
     /// dot allowed) matches.
     pub fn matches(&self, host: &str) -> bool {
+        if let Some(range) = &self.range {
+            let bare = host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .unwrap_or(host);
+            return bare.parse::<IpAddr>().is_ok_and(|a| range.contains(a));
+        }
         let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
         if self.suffix {
             host.len() > self.name.len() + 1
@@ -214,6 +360,27 @@ mod tests {
     }
 
     #[test]
+    fn address_and_cidr_entries_match_addresses_only() {
+        let one = HostPattern::parse("127.0.0.1").unwrap();
+        assert!(one.matches("127.0.0.1") && one.matches("[::ffff:127.0.0.1]"));
+        assert!(!one.matches("127.0.0.2") && !one.matches("localhost"));
+        let net = HostPattern::parse("10.0.0.0/8").unwrap();
+        assert!(net.matches("10.255.0.1") && !net.matches("11.0.0.1"));
+        let v6 = HostPattern::parse("[fd00::]/8").unwrap();
+        assert!(v6.matches("[fd12::1]") && v6.matches("fdff::") && !v6.matches("fe80::1"));
+        let all = HostPattern::parse("0.0.0.0/0").unwrap();
+        assert!(all.matches("8.8.8.8") && !all.matches("::1"));
+        // A name spelled like an address is never a name pattern's match.
+        assert!(!HostPattern::parse("example.com").unwrap().matches("[::1]"));
+        assert_eq!(
+            parse_hosts(&["::1", "[::1]", "10.0.0.0/8", "fd00::/8", "1.2.3.4/32"]).unwrap(),
+            ["::1", "10.0.0.0/8", "fd00::/8", "1.2.3.4"]
+        );
+        assert!(ends_in_number("2130706433") && ends_in_number("a.0x7f"));
+        assert!(ends_in_number("127.1.") && !ends_in_number("1.example"));
+    }
+
+    #[test]
     fn bad_patterns_are_refused_with_a_reason() {
         for bad in [
             "",
@@ -221,7 +388,15 @@ mod tests {
             "https://example.com",
             "example.com/path",
             "example.com:443",
-            "::1",
+            "::1%eth0",
+            "[fe80::1%25eth0]",
+            "10.0.0.0/33",
+            "10.0.0.1/8",
+            "10.0.0.0/-1",
+            "127.1",
+            "2130706433",
+            "0x7f.1",
+            "0177.0.0.1",
             "*.com",
             "a*.example.com",
             "exa mple.com",

@@ -176,6 +176,12 @@ pub(crate) fn for_run(
                     "allow-listed needs stockade's own runner to relay the proxy into the sandbox; an operator runner_command cannot (use deny or allow)",
                 ));
             }
+            // Without Landlock's TCP rights (ABI 4) nothing stops a command
+            // connecting past the proxy: a default that cannot be enforced
+            // is refused, never run weakened.
+            if !bwrap_like && landlock_abi.unwrap_or(0) < 4 {
+                return Err(refused(unenforceable(landlock_abi)));
+            }
             // bwrap reaches the proxy through its Unix socket; Landlock
             // through its loopback port.
             let proxy = proxies.get(&policy.allowed_hosts, dir.filter(|_| bwrap_like), pins)?;
@@ -208,21 +214,25 @@ pub(crate) fn for_run(
             run.log = Some(NetworkLogHandle(Arc::new(RunLog { proxy, token })));
         }
     }
-    if backend == Some(Backend::Landlock) && policy.mode != NetworkMode::Allow {
-        let abi = landlock_abi.unwrap_or(0);
-        if policy.mode == NetworkMode::AllowListed && abi < 4 {
-            run.gaps.push(Gap::new(
-                gaps::NETWORK,
-                format!("Landlock ABI {abi} (< 4) cannot restrict TCP connections: a command can connect past the proxy (UDP, raw and other families stay refused)"),
-            ));
-        } else if policy.mode == NetworkMode::AllowListed {
-            run.gaps.push(Gap::new(
-                gaps::NETWORK_PORT,
-                "Landlock allows TCP by port only: the proxy's port is reachable on every address, not only loopback",
-            ));
-        }
+    if backend == Some(Backend::Landlock) && policy.mode == NetworkMode::AllowListed {
+        run.gaps.push(Gap::new(
+            gaps::NETWORK_PORT,
+            "Landlock allows TCP by port only: the proxy's port is reachable on every address, not only loopback",
+        ));
     }
     Ok(run)
+}
+
+/// Why `allow-listed` cannot run under Landlock on this kernel, and the
+/// flags that choose what can.
+fn unenforceable(abi: Option<u8>) -> String {
+    let kernel = match abi {
+        Some(n) => format!("this kernel's Landlock ABI is {n}"),
+        None => "this kernel has no Landlock".to_owned(),
+    };
+    format!(
+        "allow-listed cannot be enforced under Landlock: {kernel}, and restricting TCP connections needs ABI 4 (Linux 6.7), so a command could connect past the proxy; choose `--network deny` (no network) or `--network allow` (the host's network), or the bwrap backend"
+    )
 }
 
 #[cfg(test)]
@@ -237,5 +247,46 @@ mod tests {
         assert_eq!(m.len(), 1);
         assert_eq!(m["allowed.test"], ["127.0.0.1:8080".parse().unwrap()]);
         assert!(test_resolve(None).is_empty());
+    }
+
+    /// Below Landlock ABI 4 nothing restricts TCP, so `allow-listed` under
+    /// Landlock is refused (naming the ABI and the flags that choose what
+    /// can run), never run with TCP open; bwrap and ABI 4 are unaffected.
+    #[test]
+    fn allow_listed_under_landlock_below_abi_4_is_refused() {
+        let pins = RootPins::without_temp_roots();
+        let proxies = Proxies::default();
+        let listed = NetworkPolicy::new(NetworkMode::AllowListed, vec!["crates.io".into()]);
+        for abi in [Some(3), Some(0), None] {
+            let Err(e) = for_run(&proxies, Some(Backend::Landlock), &listed, abi, None, &pins)
+            else {
+                panic!("abi {abi:?}: allow-listed ran with TCP unrestricted");
+            };
+            let text = e.to_string();
+            assert_eq!(e.attempts[0].backend, NETWORK, "{text}");
+            for part in ["--network deny", "--network allow", "ABI 4"] {
+                assert!(text.contains(part), "{text}");
+            }
+            let kernel = abi.map_or("no Landlock".to_owned(), |n| format!("Landlock ABI is {n}"));
+            assert!(text.contains(&kernel), "{text}");
+        }
+        // No proxy was started for a refused run.
+        assert!(proxies.map.lock().unwrap().is_empty());
+        let ok = for_run(
+            &proxies,
+            Some(Backend::Landlock),
+            &listed,
+            Some(4),
+            None,
+            &pins,
+        )
+        .unwrap();
+        assert!(matches!(ok.profile, ProfileNet::Proxy { .. }));
+        assert!(ok.gaps.iter().any(|g| g.name == gaps::NETWORK_PORT));
+        // deny and allow need no TCP rights; they still run at ABI 3.
+        for mode in [NetworkMode::Deny, NetworkMode::Allow] {
+            let p = NetworkPolicy::new(mode, vec![]);
+            for_run(&proxies, Some(Backend::Landlock), &p, Some(3), None, &pins).unwrap();
+        }
     }
 }

@@ -3,9 +3,19 @@
 //!
 //! There is no TLS interception. HTTPS arrives as `CONNECT host:port` and is
 //! judged by the host NAME the client asked for; plain HTTP arrives in
-//! absolute form (`GET http://host/path`) and is judged the same way, then
-//! forwarded. Matching is [`stockade_core::net::HostPattern`]'s, so the
-//! policy and the proxy can never disagree about what a pattern means.
+//! absolute form (`GET http://host/path`, whose Host header must name the
+//! same host) and is judged the same way, then forwarded. Matching is
+//! [`stockade_core::net::HostPattern`]'s, so the policy and the proxy can
+//! never disagree about what a pattern means.
+//!
+//! A name is then resolved once and each address judged: loopback,
+//! private, link-local (cloud metadata), CGNAT, unique-local, multicast,
+//! unspecified, documentation and other special-purpose addresses, and
+//! IPv6 forms carrying one, are never connected to unless `allowed_hosts`
+//! lists the address or its range; the connection goes to an address that
+//! passed, never to a fresh lookup. Targets are read strictly: no
+//! percent-encoding, control bytes, user names or zone ids, and a name that
+//! reads as a number (`2130706433`, `0x7f.1`, `127.1`) is refused.
 //!
 //! The caller is synchronous: [`Proxy::start`] binds, spawns one thread with
 //! its own single-threaded tokio runtime, and returns; dropping the
@@ -13,8 +23,10 @@
 //! of its proxy URL, so what a run was refused can be told back to it.
 #![forbid(unsafe_code)]
 
+mod address;
 mod ledger;
 mod service;
+mod target;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -139,6 +151,7 @@ impl Proxy {
                 HostPattern::parse(h).map_err(|source| ProxyError::Pattern { index, source })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let ranges = patterns.iter().filter_map(|p| p.range().copied()).collect();
         let resolve = config
             .resolve
             .into_iter()
@@ -148,7 +161,7 @@ impl Proxy {
         getrandom::fill(&mut seed).map_err(ProxyError::Entropy)?;
         let shared = Arc::new(Shared {
             patterns,
-            literal: config.allowed_hosts,
+            ranges,
             resolve,
             ledger: Ledger::default(),
         });

@@ -1,5 +1,6 @@
-//! One client connection: judge each request by its host name, then tunnel
-//! (CONNECT) or forward (absolute-form HTTP), or refuse.
+//! One client connection: judge each request by its host name, resolve it
+//! once, judge each address, then tunnel (CONNECT) or forward
+//! (absolute-form HTTP) to a judged address, or refuse.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -15,12 +16,14 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use stockade_core::net::HostPattern;
+use stockade_core::net::{HostPattern, IpRange};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::address;
 use crate::ledger::Ledger;
+use crate::target::{self, Host, Target};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -32,33 +35,81 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) patterns: Vec<HostPattern>,
-    /// The entries as written, for the literal-address rule.
-    pub(crate) literal: Vec<String>,
+    /// The address and CIDR entries: the only way to a non-public address.
+    pub(crate) ranges: Vec<IpRange>,
     pub(crate) resolve: HashMap<String, Vec<SocketAddr>>,
     pub(crate) ledger: Ledger,
 }
 
-enum Verdict {
-    Allowed,
-    Refused,
+/// Why a request is not let through.
+enum Refusal {
+    /// The name is not in the list.
+    Name,
     /// An address, not a name: the allow list names hosts, and an address
     /// would let a client skip the name check altogether.
-    RefusedAddress,
+    Address,
+    /// The name is allowed but resolves only to non-public addresses.
+    Resolved(String),
+    /// A numeric name read as an IPv4 address.
+    Spelling(String),
+}
+
+/// A request's fate before any connection is made.
+enum Judged {
+    /// Connect to these, in order; every one passed.
+    Connect(Vec<SocketAddr>),
+    Refused(Refusal),
+    /// The name is allowed but could not be resolved.
+    Unresolved(String),
 }
 
 impl Shared {
-    fn judge(&self, host: &str) -> Verdict {
-        if host.parse::<IpAddr>().is_ok() {
-            if self.literal.iter().any(|e| e == host) {
-                Verdict::Allowed
-            } else {
-                Verdict::RefusedAddress
+    fn explicitly_allowed(&self, addr: IpAddr) -> bool {
+        self.ranges.iter().any(|r| r.contains(addr))
+    }
+
+    /// Judges the name, resolves it once and judges each address. The
+    /// addresses returned are the ones connected to: nothing is resolved
+    /// again between this check and the connection.
+    async fn judge(&self, target: &Target) -> Judged {
+        let name = match &target.host {
+            Host::Addr(a) => {
+                return if self.explicitly_allowed(*a) {
+                    Judged::Connect(vec![SocketAddr::new(*a, target.port)])
+                } else {
+                    Judged::Refused(Refusal::Address)
+                };
             }
-        } else if self.patterns.iter().any(|p| p.matches(host)) {
-            Verdict::Allowed
-        } else {
-            Verdict::Refused
+            Host::Name(n) => n,
+        };
+        if !self.patterns.iter().any(|p| p.matches(name)) {
+            return Judged::Refused(Refusal::Name);
         }
+        let addrs = match self.resolve(name, target.port).await {
+            Ok(a) if a.is_empty() => {
+                return Judged::Unresolved(format!("{name} resolved to no address"));
+            }
+            Ok(a) => a,
+            Err(e) => return Judged::Unresolved(format!("cannot resolve {name}: {e}")),
+        };
+        let mut why = Vec::new();
+        let passed: Vec<SocketAddr> = addrs
+            .into_iter()
+            .filter(|a| {
+                let ip = a.ip();
+                match address::special(ip) {
+                    Some(s) if !self.explicitly_allowed(ip) => {
+                        why.push(format!("{ip}: {s}"));
+                        false
+                    }
+                    _ => true,
+                }
+            })
+            .collect();
+        if passed.is_empty() {
+            return Judged::Refused(Refusal::Resolved(why.join("; ")));
+        }
+        Judged::Connect(passed)
     }
 
     async fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
@@ -68,12 +119,13 @@ impl Shared {
         Ok(tokio::net::lookup_host((host, port)).await?.collect())
     }
 
-    async fn connect(&self, host: &str, port: u16) -> Result<TcpStream, String> {
-        let addrs = self
-            .resolve(host, port)
-            .await
-            .map_err(|e| format!("cannot resolve {host}: {e}"))?;
-        let mut last = format!("{host} resolved to no address");
+    async fn connect(
+        &self,
+        host: &Host,
+        port: u16,
+        addrs: Vec<SocketAddr>,
+    ) -> Result<TcpStream, String> {
+        let mut last = format!("{host} has no address to connect to");
         for addr in addrs {
             match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
                 Ok(Ok(stream)) => return Ok(stream),
@@ -133,22 +185,28 @@ async fn connect(
     token: Option<String>,
     mut req: Request<Incoming>,
 ) -> Response<Body> {
-    let Some((host, port)) = req
-        .uri()
-        .authority()
-        .and_then(|a| Some((normalize(a.host()), a.port_u16()?)))
-    else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "stockade: CONNECT needs host:port".to_owned(),
-        );
+    // Authority-form only (RFC 9110 §9.3.6): no scheme, no path.
+    let uri = req.uri();
+    let parsed = match (uri.scheme(), uri.path_and_query(), uri.authority()) {
+        (None, None, Some(a)) => target::parse_authority(a.as_str(), None),
+        _ => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "stockade: CONNECT needs host:port".to_owned(),
+            );
+        }
     };
-    if let Some(refusal) = judge_and_record(&shared, token.as_deref(), &host) {
-        return refusal;
-    }
+    let target = match parsed {
+        Ok(t) => t,
+        Err(e) => return target_error(&shared, token.as_deref(), "CONNECT target", e),
+    };
+    let addrs = match admit(&shared, token.as_deref(), &target).await {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
     // Connect before answering, so a client is told 502 rather than handed
     // a tunnel that goes nowhere.
-    let upstream = match shared.connect(&host, port).await {
+    let upstream = match shared.connect(&target.host, target.port, addrs).await {
         Ok(s) => s,
         Err(e) => return text(StatusCode::BAD_GATEWAY, format!("stockade: {e}")),
     };
@@ -192,12 +250,45 @@ async fn forward(
             "stockade: the URL names no host".to_owned(),
         );
     };
-    let host = normalize(authority.host());
-    let port = authority.port_u16().unwrap_or(80);
-    if let Some(refusal) = judge_and_record(&shared, token.as_deref(), &host) {
-        return refusal;
+    let target = match target::parse_authority(authority.as_str(), Some(80)) {
+        Ok(t) => t,
+        Err(e) => return target_error(&shared, token.as_deref(), "URL's host", e),
+    };
+    // The origin routes by Host; one that names another host than the one
+    // judged would reach a host no one judged (a virtual host behind an
+    // allowed address, or a server that trusts Host).
+    let mut given = req.headers().get_all(header::HOST).iter();
+    match (given.next(), given.next()) {
+        (None, _) => {}
+        (Some(h), None)
+            if h.to_str()
+                .ok()
+                .and_then(|v| target::parse_authority(v, Some(80)).ok())
+                .is_some_and(|t| t == target) => {}
+        (Some(h), None) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "stockade: the Host header ({}) is not the URL's host ({}:{})",
+                    String::from_utf8_lossy(h.as_bytes()),
+                    target.host,
+                    target.port
+                ),
+            );
+        }
+        (Some(_), Some(_)) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "stockade: more than one Host header".to_owned(),
+            );
+        }
     }
-    let upstream = match shared.connect(&host, port).await {
+    let (host, port) = (target.host.to_string(), target.port);
+    let addrs = match admit(&shared, token.as_deref(), &target).await {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let upstream = match shared.connect(&target.host, port, addrs).await {
         Ok(s) => s,
         Err(e) => return text(StatusCode::BAD_GATEWAY, format!("stockade: {e}")),
     };
@@ -257,17 +348,56 @@ async fn forward(
     }
 }
 
-/// Judges `host`, records the verdict, and returns the refusal to send.
-fn judge_and_record(shared: &Shared, token: Option<&str>, host: &str) -> Option<Response<Body>> {
-    let why = match shared.judge(host) {
-        Verdict::Allowed => {
-            shared.ledger.record(token, host, true);
-            return None;
+/// Judges `target`, records the verdict, and returns the addresses to
+/// connect to or the response to send instead.
+async fn admit(
+    shared: &Shared,
+    token: Option<&str>,
+    target: &Target,
+) -> Result<Vec<SocketAddr>, Response<Body>> {
+    let host = target.host.to_string();
+    match shared.judge(target).await {
+        Judged::Connect(addrs) => {
+            shared.ledger.record(token, &host, true);
+            Ok(addrs)
         }
-        Verdict::Refused => "not in allowed_hosts",
-        Verdict::RefusedAddress => {
-            "not in allowed_hosts; an IP address is only allowed when listed literally, so name the host"
+        Judged::Unresolved(e) => {
+            shared.ledger.record(token, &host, true);
+            Err(text(StatusCode::BAD_GATEWAY, format!("stockade: {e}")))
         }
+        Judged::Refused(r) => Err(refuse(shared, token, &host, r)),
+    }
+}
+
+/// A target that could not be read: malformed is the client's error (400,
+/// not recorded); an odd address spelling is a refusal like any other.
+fn target_error(
+    shared: &Shared,
+    token: Option<&str>,
+    what: &str,
+    e: target::TargetError,
+) -> Response<Body> {
+    match e {
+        target::TargetError::Malformed(why) => text(
+            StatusCode::BAD_REQUEST,
+            format!("stockade: the {what} {why}"),
+        ),
+        target::TargetError::OddAddress { ref spelled, .. } => {
+            let host = spelled.clone();
+            refuse(shared, token, &host, Refusal::Spelling(e.to_string()))
+        }
+    }
+}
+
+/// Records `host` as refused and says why.
+fn refuse(shared: &Shared, token: Option<&str>, host: &str, refusal: Refusal) -> Response<Body> {
+    let why = match refusal {
+        Refusal::Name => "not in allowed_hosts".to_owned(),
+        Refusal::Address => "not in allowed_hosts; an IP address is only allowed when allowed_hosts lists it or its range, so name the host".to_owned(),
+        Refusal::Resolved(what) => format!(
+            "it resolves only to addresses that are not public ({what}); allowed_hosts must list the address or its range to reach it"
+        ),
+        Refusal::Spelling(what) => what,
     };
     shared.ledger.record(token, host, false);
     let mut resp = text(
@@ -278,7 +408,7 @@ fn judge_and_record(shared: &Shared, token: Option<&str>, host: &str) -> Option<
         resp.headers_mut()
             .insert(HeaderName::from_static("x-stockade-denied"), v);
     }
-    Some(resp)
+    resp
 }
 
 /// The run token: the user name of the proxy URL, which clients send as

@@ -94,6 +94,10 @@ fn serve_http(stream: TcpStream, heads: &Mutex<Vec<String>>) {
     );
 }
 
+/// The explicit allowance that lets an allowed name reach the tests'
+/// loopback backends: without it the proxy refuses loopback addresses.
+const LO: &str = "127.0.0.1";
+
 fn config(allowed: &[&str], names: &[(&str, SocketAddr)]) -> ProxyConfig {
     ProxyConfig {
         allowed_hosts: stockade_core::net::parse_hosts(allowed).unwrap(),
@@ -182,7 +186,11 @@ fn assert_denied(head: &str, body: &str, host: &str) {
 #[test]
 fn connect_to_an_allowed_name_tunnels_both_ways() {
     let echo = Backend::start(false);
-    let proxy = Proxy::start(config(&["allowed.test"], &[("allowed.test", echo.addr)])).unwrap();
+    let proxy = Proxy::start(config(
+        &["allowed.test", LO],
+        &[("allowed.test", echo.addr)],
+    ))
+    .unwrap();
     let token = proxy.run_token();
     let target = format!("allowed.test:{}", echo.addr.port());
     let (mut s, head, _) = send_connect(&proxy, &target, Some(&token));
@@ -237,7 +245,7 @@ fn an_ip_literal_is_refused_and_the_body_says_why() {
 fn suffix_patterns_match_subdomains_only() {
     let echo = Backend::start(false);
     let proxy = Proxy::start(config(
-        &["*.suffix.test"],
+        &["*.suffix.test", LO],
         &[
             ("a.suffix.test", echo.addr),
             ("b.c.suffix.test", echo.addr),
@@ -267,7 +275,7 @@ fn suffix_patterns_match_subdomains_only() {
 fn plain_http_is_forwarded_to_allowed_hosts_only() {
     let web = Backend::start(true);
     let proxy = Proxy::start(config(
-        &["allowed.test"],
+        &["allowed.test", LO],
         &[("allowed.test", web.addr), ("denied.test", web.addr)],
     ))
     .unwrap();
@@ -304,7 +312,7 @@ fn plain_http_is_forwarded_to_allowed_hosts_only() {
     // The same client connection goes on to a refused host.
     write!(
         s,
-        "GET http://denied.test:{port}/ HTTP/1.1\r\nHost: denied.test\r\n{}\r\n",
+        "GET http://denied.test:{port}/ HTTP/1.1\r\nHost: denied.test:{port}\r\n{}\r\n",
         auth(Some(&token))
     )
     .unwrap();
@@ -371,7 +379,7 @@ fn an_unreachable_allowed_host_gets_502() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let proxy = Proxy::start(config(&["allowed.test"], &[("allowed.test", free)])).unwrap();
+    let proxy = Proxy::start(config(&["allowed.test", LO], &[("allowed.test", free)])).unwrap();
     let (_, head, body) = send_connect(&proxy, &format!("allowed.test:{}", free.port()), None);
     assert!(head.starts_with("HTTP/1.1 502"), "{head}");
     assert!(body.contains("allowed.test"), "{body}");
@@ -381,7 +389,7 @@ fn an_unreachable_allowed_host_gets_502() {
 fn drop_stops_the_proxy() {
     let echo = Backend::start(false);
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(&["allowed.test"], &[("allowed.test", echo.addr)]);
+    let mut cfg = config(&["allowed.test", LO], &[("allowed.test", echo.addr)]);
     cfg.unix_dir = Some(dir.path().to_owned());
     let proxy = Proxy::start(cfg).unwrap();
     let port = proxy.port();
@@ -407,7 +415,7 @@ fn the_unix_socket_serves_the_same_proxy() {
     let echo = Backend::start(false);
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(
-        &["allowed.test"],
+        &["allowed.test", LO],
         &[("allowed.test", echo.addr), ("denied.test", echo.addr)],
     );
     cfg.unix_dir = Some(dir.path().to_owned());
@@ -461,7 +469,7 @@ fn curl_goes_through_for_allowed_hosts_and_is_told_403_otherwise() {
     }
     let web = Backend::start(true);
     let proxy = Proxy::start(config(
-        &["allowed.test"],
+        &["allowed.test", LO],
         &[("allowed.test", web.addr), ("denied.test", web.addr)],
     ))
     .unwrap();
