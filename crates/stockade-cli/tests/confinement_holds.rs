@@ -883,7 +883,8 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
             "[user]\n\tname = t\n"
         );
         // A hooks directory the config names but nobody made yet is one a
-        // confined run could create: nothing runs.
+        // confined run could create: stockade creates it (empty, as git
+        // init does `hooks`) and protects it; the run goes on.
         fs::remove_dir_all(ws.path().join(".husky")).unwrap();
         let out = exec(
             who,
@@ -891,19 +892,16 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
             "bwrap",
             "workspace-write",
             ws.path(),
-            "true",
+            "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .husky/_/pre-commit",
             &[],
         );
-        assert_eq!(
-            out.status.code(),
-            Some(125),
-            "{who:?}: {}",
-            text(&out.stderr)
-        );
+        let code = out.status.code();
         assert!(
-            text(&out.stderr).contains(".husky/_"),
-            "{}",
+            code != Some(0) && code != Some(125),
+            "{who:?}: {code:?} {}",
             text(&out.stderr)
         );
+        assert!(ws.path().join(".husky/_").is_dir());
+        assert!(!ws.path().join(".husky/_/pre-commit").exists());
     }
 }

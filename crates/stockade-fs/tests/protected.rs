@@ -171,11 +171,17 @@ fn hooks_and_config_are_refused_however_spelled() {
     assert!(!hooks.join("new-dir").exists());
     assert!(!hooks.join("pre-commit").exists());
 
+    // `info/` and the other entries git does not write while working are
+    // read-only too (stockade-roots keeps an allowlist inside `.git`).
+    for (path, protected) in [
+        (".git/info/exclude", dotgit.join("info")),
+        (".git/description", dotgit.join("description")),
+    ] {
+        assert_protected(&fs_, &policy, Path::new(path), &protected, &scene.ws);
+    }
     // The rest of `.git` and the workspace are written as ever.
     let written = [
         ".git/COMMIT_EDITMSG",
-        ".git/info/exclude",
-        ".git/description",
         ".git/hooks-not/x",
         "src/main.rs",
         "sub/config",
@@ -186,7 +192,7 @@ fn hooks_and_config_are_refused_however_spelled() {
         assert_eq!(fs::read(scene.ws.join(path)).unwrap(), b"ok\n", "{path}");
     }
     fs_.edit(
-        Path::new(".git/info/exclude"),
+        Path::new(".git/COMMIT_EDITMSG"),
         "ok",
         "edited",
         false,

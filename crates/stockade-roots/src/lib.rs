@@ -15,6 +15,8 @@
 
 mod extra;
 #[cfg(unix)]
+mod gitconfig;
+#[cfg(unix)]
 mod protect;
 mod resolve;
 

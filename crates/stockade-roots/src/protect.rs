@@ -1,19 +1,33 @@
 //! Paths inside writable roots that the host later executes or obeys, and
-//! so must stay read-only in confining modes: the workspace repository's
-//! `.git/hooks` and `.git/config` (for a worktree or a `.git` file, those of
-//! the `gitdir:` target and of its common directory too), and the `.git`
-//! file itself (rewriting it would point git at planted hooks).
+//! so must stay read-only in confining modes: inside the workspace
+//! repository's git directories everything but what git writes while
+//! working (objects, refs, logs, the index, `HEAD`s, lock files, rebase and
+//! merge state), `modules` as a whole, what the configuration git would
+//! read names (hooks directories, programs, included files), the `.git`
+//! file itself (rewriting it would point git at planted hooks), and the
+//! deployment's read-only and protect lists (files the host or an editor
+//! runs without asking: shell rc files, `.envrc`, `.vscode/`, ...).
 //!
 //! Each one is opened once (`O_PATH | O_NOFOLLOW`) so a runner can bind the
 //! opened object read-only, and identified so the file fence can refuse
 //! writes to it by identity rather than by a path a run could alias.
+//!
+//! What this cannot hold (see the README): a name that does not exist yet
+//! outside a git directory (`.envrc`, a program a config names) can be
+//! created by a confined command, since only an existing object can be
+//! bound or identified; a new non-allowlisted entry of `.git` itself (a new
+//! `.git/worktrees/<name>`, say) can be created, because git creates lock
+//! files beside them and so `.git` stays writable; a symlink in place of a
+//! protected name outside a git directory can be replaced.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::gitconfig::{self, Target};
 use crate::{HeldDir, RootError, beneath};
 
 /// One protected path, opened.
@@ -34,9 +48,28 @@ pub struct Protected {
 }
 
 /// The protected paths of the repository `workspace` is in, limited to
-/// those beneath one of `writable` (the others are read-only anyway). A
-/// missing `hooks` directory is created (empty, as `git init` would) so it
-/// can be protected before a run could plant one.
+/// those beneath one of `writable` (the others are read-only anyway).
+///
+/// Inside every git directory git uses from here (the repository's own,
+/// its common directory, its linked worktrees' directories) only what
+/// commits, branches, stash, rebase and fetch write stays writable (see
+/// [`writable_entry`]); every other entry that exists is read-only, and the
+/// names git would obey if they appeared (`hooks`, `info`, `modules`,
+/// `commondir`, `config.worktree`) are created first, harmless and empty,
+/// so they exist to be protected. `modules` is read-only as a whole: a
+/// confined command can neither change a submodule's git directory nor
+/// make a new one.
+///
+/// Then the configuration git would read here (system, global, every git
+/// directory's, and what they include; see `gitconfig`) names more: each
+/// hooks directory (`core.hooksPath`, created when missing; `.husky/` as a
+/// whole when it lies in one), each program or script a command value
+/// names, each included file; those beneath a writable root are protected.
+///
+/// A symlink where a protected entry should be never fails the run: the
+/// directory holding it becomes read-only as a whole (so the link cannot be
+/// changed), and what it points to is protected when it lies in a writable
+/// root.
 pub fn git_protected(
     workspace: &HeldDir,
     writable: &[PathBuf],
@@ -55,178 +88,266 @@ pub fn git_protected(
             return Ok(Vec::new());
         }
     }
-    let mut out: Vec<Protected> = Vec::new();
+    let mut set = Set {
+        writable,
+        out: Vec::new(),
+    };
     let meta = std::fs::symlink_metadata(&dotgit).map_err(|source| RootError::Protect {
         path: dotgit.clone(),
         source,
     })?;
     let gitdir = if meta.is_file() {
         if beneath(&dotgit, writable).is_some() {
-            out.push(open(&dotgit, false)?);
+            set.push(open(&dotgit, false)?);
         }
         match read_gitdir_file(&dotgit, &top) {
             Some(g) => g,
-            None => return Ok(out),
+            None => return Ok(set.out),
         }
     } else if meta.file_type().is_symlink() {
-        return Err(RootError::ProtectedSymlink { path: dotgit });
+        // git follows a `.git` link; what it reaches is protected below.
+        // The link itself cannot be bound (see the README's gaps).
+        match std::fs::canonicalize(&dotgit) {
+            Ok(g) if g.is_dir() => g,
+            _ => return Ok(set.out),
+        }
     } else {
         if beneath(&dotgit, writable).is_some() {
             let mut pin = open(&dotgit, true)?;
             pin.read_only = false;
-            out.push(pin);
+            set.push(pin);
         }
         dotgit
     };
-    let mut gitdirs: Vec<(PathBuf, GitDirKind)> = vec![(gitdir.clone(), GitDirKind::Own)];
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
-        && let Ok(c) = std::fs::canonicalize(gitdir.join(common.trim()))
-        && c != gitdir
-    {
-        gitdirs.push((c, GitDirKind::Own));
-    }
-    // Every other git directory git may use from here: submodules' (nested
-    // to any depth, bounded) and linked worktrees'. Their config and hooks
-    // run just the same when the user works in them.
-    let mut i = 0;
-    while i < gitdirs.len() && gitdirs.len() < MAX_GITDIRS {
-        let (dir, _) = gitdirs[i].clone();
-        for (sub, kind) in [
-            ("modules", GitDirKind::Own),
-            ("worktrees", GitDirKind::Worktree),
-        ] {
-            collect_gitdirs(&dir.join(sub), kind, &mut gitdirs);
+    let mut own: Vec<PathBuf> = Vec::new();
+    let mut linked: Vec<PathBuf> = Vec::new();
+    match common_dir(&gitdir) {
+        Some(common) => {
+            linked.push(gitdir.clone());
+            own.push(common);
         }
-        i += 1;
+        None => own.push(gitdir.clone()),
     }
-    let mut configs = Vec::new();
-    for (dir, kind) in gitdirs {
-        let Ok(dir) = std::fs::canonicalize(&dir) else {
-            continue;
+    // The repositories enclosing this one (a submodule's superprojects):
+    // the user's next `git status` there reads their configuration and
+    // recurses into this checkout, so their git directories count too.
+    let mut above = top.parent().map(Path::to_path_buf);
+    let owner = workspace.file().metadata().map(|m| m.uid()).ok();
+    for _ in 0..8 {
+        let Some((outer_top, outer)) = above.as_deref().and_then(find_dotgit) else {
+            break;
         };
-        configs.push(dir.join("config"));
-        configs.push(dir.join("config.worktree"));
-        if beneath(&dir, writable).is_none() {
-            continue;
+        let meta = std::fs::symlink_metadata(&outer).ok();
+        if meta.as_ref().map(|m| m.uid()) != owner || !meta.is_some_and(|m| m.is_dir()) {
+            break;
         }
-        protect_gitdir(&dir, kind, &mut out)?;
+        if beneath(&outer, writable).is_some() && !own.contains(&outer) {
+            let mut pin = open(&outer, true)?;
+            pin.read_only = false;
+            set.push(pin);
+            own.push(outer);
+        }
+        above = outer_top.parent().map(Path::to_path_buf);
     }
-    protect_config_targets(&top, &configs, writable, &mut out)?;
+    // Every other git directory git may use from here: linked worktrees'
+    // (protected entry by entry) and submodules', nested to any depth
+    // (bounded), whose configuration is read for what it names.
+    let mut submodules: Vec<PathBuf> = Vec::new();
+    for dir in own.clone() {
+        collect_gitdirs(&dir.join("modules"), &mut submodules);
+        if let Ok(entries) = std::fs::read_dir(dir.join("worktrees")) {
+            for e in entries.flatten().take(MAX_GITDIRS) {
+                if e.file_type().is_ok_and(|t| t.is_dir()) && !linked.contains(&e.path()) {
+                    linked.push(e.path());
+                }
+            }
+        }
+    }
+    for dir in &own {
+        if beneath(dir, writable).is_some() {
+            protect_gitdir(dir, GitDirKind::Own, &mut set)?;
+        }
+    }
+    for dir in &linked {
+        if beneath(dir, writable).is_some() {
+            protect_gitdir(dir, GitDirKind::Worktree, &mut set)?;
+        }
+    }
+    let mut all = own;
+    all.extend(linked);
+    all.extend(submodules);
+    let (files, targets) = gitconfig::targets(&top, &all);
+    for file in files {
+        set.path(&file)?;
+    }
+    for target in targets {
+        match target {
+            Target::Hooks(dir) => set.hooks(&top, &dir)?,
+            Target::Program(p) | Target::Include(p) => set.path(&p)?,
+        }
+    }
     // The list was found from the workspace's path: it is only this
     // repository's if the path still names the held directory now that the
     // list is built (every caller, runner or fence, gets this check).
     workspace.verify(writable)?;
-    Ok(out)
+    Ok(set.out)
 }
 
-/// What a (protected) config points git at that would run or configure it:
-/// `core.hooksPath` (a hooks directory, relative to the working tree),
-/// `include.path` / `includeIf.*.path` (more config, relative to the file
-/// naming it) and a `core.fsmonitor` that names an existing file. Those
-/// lying beneath a writable root are protected too; one that does not
-/// exist there yet is refused, since a confined run could create it.
-fn protect_config_targets(
-    top: &Path,
-    configs: &[PathBuf],
-    writable: &[PathBuf],
-    out: &mut Vec<Protected>,
-) -> Result<(), RootError> {
-    let mut seen: Vec<PathBuf> = Vec::new();
-    let mut queue: Vec<PathBuf> = configs.to_vec();
-    while let Some(config) = queue.pop() {
-        if seen.contains(&config) || seen.len() > MAX_GITDIRS {
-            continue;
+/// The protected list being built, deduplicated by identity.
+struct Set<'a> {
+    writable: &'a [PathBuf],
+    out: Vec<Protected>,
+}
+
+impl Set<'_> {
+    fn push(&mut self, p: Protected) {
+        if let Some(q) = self
+            .out
+            .iter_mut()
+            .find(|q| q.dev == p.dev && q.ino == p.ino && q.path == p.path)
+        {
+            q.read_only |= p.read_only;
+            return;
         }
-        seen.push(config.clone());
-        let Ok(text) = std::fs::read_to_string(&config) else {
-            continue;
-        };
-        let base = config.parent().unwrap_or(top).to_path_buf();
-        for (section, key, value) in config_entries(&text) {
-            let (target, is_dir, must_exist) = match (section.as_str(), key.as_str()) {
-                ("core", "hookspath") => (resolve(top, &value), true, true),
-                ("include" | "includeif", "path") => (resolve(&base, &value), false, true),
-                ("core", "fsmonitor") if value.contains('/') => {
-                    (resolve(top, &value), false, false)
+        if self.covered(&p.path) {
+            return;
+        }
+        self.out.push(p);
+    }
+
+    /// Beneath a directory already read-only as a whole.
+    fn covered(&self, path: &Path) -> bool {
+        self.out
+            .iter()
+            .any(|q| q.read_only && q.is_dir && path != q.path && path.starts_with(&q.path))
+    }
+
+    /// Protect what `path` is, when it lies in a writable root: a missing
+    /// one is left (nothing to hold; see the README's gaps), a symlink is
+    /// protected as what it resolves to.
+    fn path(&mut self, path: &Path) -> Result<(), RootError> {
+        if beneath(path, self.writable).is_none() || self.covered(path) {
+            return Ok(());
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(real) = std::fs::canonicalize(path)
+                    && beneath(&real, self.writable).is_some()
+                    && !self.covered(&real)
+                {
+                    let is_dir = real.is_dir();
+                    self.push(open(&real, is_dir)?);
                 }
-                _ => continue,
-            };
-            if beneath(&target, writable).is_none() {
-                continue;
+                Ok(())
             }
-            match std::fs::symlink_metadata(&target) {
-                Ok(_) => {
-                    if !is_dir {
-                        queue.push(target.clone());
-                    }
-                    out.push(open(&target, is_dir)?);
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound && must_exist => {
-                    return Err(RootError::Protect {
-                        path: target,
-                        source: io::Error::other(format!(
-                            "named by {} but missing inside a writable root, where a confined run could create it",
-                            config.display()
-                        )),
-                    });
-                }
-                Err(_) => {}
+            Ok(m) => {
+                let p = open(path, m.is_dir())?;
+                self.push(p);
+                Ok(())
             }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(RootError::Protect {
+                path: path.to_path_buf(),
+                source,
+            }),
         }
     }
-    Ok(())
-}
 
-/// `~/x` against `$HOME`, a relative path against `base`.
-fn resolve(base: &Path, value: &str) -> PathBuf {
-    match value.strip_prefix("~/") {
-        Some(rest) => std::env::var_os("HOME")
-            .map(|h| PathBuf::from(h).join(rest))
-            .unwrap_or_else(|| base.join(value)),
-        None => base.join(value),
-    }
-}
-
-/// `(section, key, value)` of each `key = value` line, section and key
-/// lower-cased (subsections dropped), quotes and trailing comments removed.
-/// Enough for the keys above; git's full syntax is wider.
-fn config_entries(text: &str) -> Vec<(String, String, String)> {
-    let mut out = Vec::new();
-    let mut section = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
-            continue;
+    /// A hooks directory git would run from: created when missing inside a
+    /// writable root (as `hooks` itself is), so a confined run cannot be the
+    /// one to create it; a Husky one is protected as the whole `.husky/`,
+    /// whose scripts the generated hooks source.
+    fn hooks(&mut self, top: &Path, dir: &Path) -> Result<(), RootError> {
+        if beneath(dir, self.writable).is_none() {
+            return Ok(());
         }
-        if let Some(rest) = line.strip_prefix('[') {
-            let head = rest.split(']').next().unwrap_or("");
-            section = head
-                .split(|c: char| c.is_whitespace() || c == '"' || c == '.')
-                .next()
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            // `[section] key = value` on one line.
-            let after = rest.split_once(']').map_or("", |(_, a)| a.trim());
-            if let Some((k, v)) = after.split_once('=') {
-                out.push((section.clone(), k.trim().to_ascii_lowercase(), clean(v)));
-            }
-            continue;
+        if std::fs::symlink_metadata(dir).is_err() {
+            std::fs::create_dir_all(dir).map_err(|source| RootError::Protect {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        if let Some((k, v)) = line.split_once('=') {
-            out.push((section.clone(), k.trim().to_ascii_lowercase(), clean(v)));
+        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let husky = real
+            .ancestors()
+            .find(|a| a.file_name() == Some(OsStr::new(".husky")))
+            .or_else(|| {
+                dir.ancestors()
+                    .take_while(|a| a.starts_with(top))
+                    .find(|a| a.file_name() == Some(OsStr::new(".husky")))
+            })
+            .map(Path::to_path_buf);
+        match husky {
+            Some(h) => self.path(&h),
+            None => self.path(dir),
         }
     }
-    out
 }
 
-fn clean(v: &str) -> String {
-    let v = v.trim();
-    let v = match v.strip_prefix('"') {
-        Some(rest) => rest.split('"').next().unwrap_or(""),
-        None => v.split([';', '#']).next().unwrap_or("").trim(),
+/// The common directory a linked worktree's git directory names in
+/// `commondir`, when that is another directory.
+fn common_dir(gitdir: &Path) -> Option<PathBuf> {
+    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let c = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
+    (c != gitdir).then_some(c)
+}
+
+/// What git writes in a git directory during commits, branches, stash,
+/// rebase, merge, bisect and fetch: everything else in it stays read-only.
+/// `worktrees` holds the linked worktrees' directories, each protected on
+/// its own with this same list.
+fn writable_entry(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
     };
-    v.to_owned()
+    matches!(
+        name,
+        "objects"
+            | "refs"
+            | "logs"
+            | "index"
+            | "HEAD"
+            | "packed-refs"
+            | "COMMIT_EDITMSG"
+            | "MERGE_MSG"
+            | "MERGE_MODE"
+            | "MERGE_RR"
+            | "SQUASH_MSG"
+            | "TAG_EDITMSG"
+            | "NOTES_EDITMSG"
+            | "EDIT_DESCRIPTION"
+            | "AUTO_MERGE"
+            | "rebase-merge"
+            | "rebase-apply"
+            | "sequencer"
+            | "rr-cache"
+            | "shallow"
+            | "gc.pid"
+            | "gc.log"
+            | "lfs"
+            | "worktrees"
+            | "fsmonitor--daemon.ipc"
+    ) || name.ends_with("_HEAD")
+        || name.ends_with(".lock")
+        || name.starts_with("BISECT_")
+        || name.starts_with("sharedindex.")
 }
+
+/// The names git reads in a git directory to find hooks, configuration,
+/// another git directory or a remote: a symlink under one of them makes the
+/// directory holding it read-only for the run.
+const GIT_READS: &[&str] = &[
+    "config",
+    "config.worktree",
+    "commondir",
+    "gitdir",
+    "hooks",
+    "info",
+    "modules",
+    "worktrees",
+    "branches",
+    "remotes",
+];
 
 /// At most this many git directories are protected for one workspace.
 const MAX_GITDIRS: usize = 256;
@@ -240,9 +361,9 @@ enum GitDirKind {
     Worktree,
 }
 
-/// The git directories directly below `parent` (submodules nest theirs in
+/// The git directories below `parent` (submodules nest theirs in
 /// `modules/<path>/...`, so a directory without `HEAD` is searched on).
-fn collect_gitdirs(parent: &Path, kind: GitDirKind, out: &mut Vec<(PathBuf, GitDirKind)>) {
+fn collect_gitdirs(parent: &Path, out: &mut Vec<PathBuf>) {
     let mut stack = vec![(parent.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -258,7 +379,9 @@ fn collect_gitdirs(parent: &Path, kind: GitDirKind, out: &mut Vec<(PathBuf, GitD
             }
             let p = e.path();
             if p.join("HEAD").is_file() {
-                out.push((p, kind));
+                out.push(p.clone());
+                // A submodule's own submodules live in its `modules`.
+                stack.push((p.join("modules"), depth + 1));
             } else if depth < 8 {
                 stack.push((p, depth + 1));
             }
@@ -266,14 +389,15 @@ fn collect_gitdirs(parent: &Path, kind: GitDirKind, out: &mut Vec<(PathBuf, GitD
     }
 }
 
-/// Protect one git directory's control files. The names git reads there
-/// (`commondir`, `config.worktree`) would redirect it even while absent, so
-/// absent ones are created first, harmless: an empty `config.worktree`
-/// (read only when the protected config enables it) and, in a repository's
-/// own git directory, `commondir` naming itself (`.`). Everything is done
-/// relative to the git directory opened without following any symlink, so
-/// a component swapped meanwhile fails the call instead of redirecting it.
-fn protect_gitdir(dir: &Path, kind: GitDirKind, out: &mut Vec<Protected>) -> Result<(), RootError> {
+/// Protect one git directory: every entry not on [`writable_entry`]'s list.
+/// The names git reads there would redirect it even while absent, so absent
+/// ones are created first, harmless: in a repository's own git directory an
+/// empty `hooks`, `info` and `modules` and `commondir` naming itself (`.`);
+/// in both kinds an empty `config.worktree` (read only when the protected
+/// config enables it). Everything is done relative to the git directory
+/// opened without following any symlink, so a component swapped meanwhile
+/// fails the call instead of redirecting it.
+fn protect_gitdir(dir: &Path, kind: GitDirKind, set: &mut Set<'_>) -> Result<(), RootError> {
     use rustix::fs::{Mode, OFlags, mkdirat, openat};
     let err = |path: &Path, source: io::Error| RootError::Protect {
         path: path.to_path_buf(),
@@ -295,54 +419,60 @@ fn protect_gitdir(dir: &Path, kind: GitDirKind, out: &mut Vec<Protected>) -> Res
         }
     };
     if kind == GitDirKind::Own {
-        match mkdirat(&fd, "hooks", Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(e) => return Err(err(&dir.join("hooks"), e.into())),
+        for name in ["hooks", "info", "modules"] {
+            match mkdirat(&fd, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(err(&dir.join(name), e.into())),
+            }
         }
         create("commondir", b".\n")?;
     }
     create("config.worktree", b"")?;
-    let names: &[(&str, bool)] = match kind {
-        GitDirKind::Own => &[
-            ("hooks", true),
-            ("config", false),
-            ("config.worktree", false),
-            ("commondir", false),
-        ],
-        GitDirKind::Worktree => &[
-            ("config.worktree", false),
-            ("commondir", false),
-            // Where the worktree's checkout is: rewritten, git would run
-            // this worktree's operations somewhere else.
-            ("gitdir", false),
-        ],
-    };
-    for (name, is_dir) in names {
+    let names = std::fs::read_dir(dir).map_err(|e| err(dir, e))?;
+    let mut symlinked = false;
+    for entry in names {
+        let entry = entry.map_err(|e| err(dir, e))?;
+        let name = entry.file_name();
+        if writable_entry(&name) {
+            // A link in place of a writable entry (`objects -> /etc`) gives
+            // nothing git runs; one in place of `worktrees` could stand for
+            // a worktree directory, so it counts as any other link.
+            if name != "worktrees" || !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+        }
         #[cfg(target_os = "linux")]
         let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         #[cfg(not(target_os = "linux"))]
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let p = dir.join(name);
-        let f = match openat(&fd, *name, flags, Mode::empty()) {
+        let p = dir.join(&name);
+        let f = match openat(&fd, &name, flags, Mode::empty()) {
             Ok(f) => File::from(f),
             Err(rustix::io::Errno::NOENT) => continue,
+            #[cfg(not(target_os = "linux"))]
+            Err(rustix::io::Errno::LOOP) => {
+                if GIT_READS.iter().any(|n| OsStr::new(n) == name) {
+                    symlinked = true;
+                    set.path(&p)?;
+                }
+                continue;
+            }
             Err(e) => return Err(err(&p, e.into())),
         };
         let m = f.metadata().map_err(|e| err(&p, e))?;
         if m.file_type().is_symlink() {
-            return Err(RootError::ProtectedSymlink { path: p });
+            // Planted where git looks (`hooks -> /`): the link is kept by
+            // making this directory read-only for the run, and what it
+            // reaches is protected where writable. Later runs go on. A
+            // link under a name git never reads is left alone: it would
+            // only cost the run its git directory.
+            if GIT_READS.iter().any(|n| OsStr::new(n) == name) {
+                symlinked = true;
+                set.path(&p)?;
+            }
+            continue;
         }
-        if m.is_dir() != *is_dir {
-            return Err(err(
-                &p,
-                io::Error::other(if *is_dir {
-                    "not a directory"
-                } else {
-                    "not a file"
-                }),
-            ));
-        }
-        out.push(Protected {
+        set.push(Protected {
             path: p,
             file: Arc::new(f),
             is_dir: m.is_dir(),
@@ -350,6 +480,11 @@ fn protect_gitdir(dir: &Path, kind: GitDirKind, out: &mut Vec<Protected>) -> Res
             dev: m.dev(),
             ino: m.ino(),
         });
+    }
+    if symlinked {
+        let mut whole = open(dir, true)?;
+        whole.read_only = true;
+        set.push(whole);
     }
     Ok(())
 }
@@ -415,21 +550,49 @@ fn open(path: &Path, want_dir: bool) -> Result<Protected, RootError> {
     })
 }
 
-/// The deployment's read-only paths (`[policy] read_only`) that lie beneath
-/// one of `writable`, opened like the git paths. One that does not exist is
-/// not protected (there is nothing to keep); one that is a symlink refuses
-/// the run, as for git (what it points to cannot be kept read-only).
+/// The deployment's read-only paths (`[policy] read_only` and `protect`)
+/// that lie beneath one of `writable`, opened like the git paths.
+///
+/// An absolute entry is one path: one that does not exist is not protected
+/// (there is nothing to keep); one that is a symlink refuses the run, as
+/// the deployment named that very path. A relative entry (`.envrc`,
+/// `.vscode`: the `protect` list's names) is that name in every writable
+/// root, and `~/name` that name in `$HOME` (when `$HOME` lies in one); a
+/// symlink there never refuses the run (a confined run could plant one in
+/// every workspace, and dotfile managers link rc files): what it resolves to
+/// is protected when writable.
 pub fn named_protected(
     paths: &[PathBuf],
     writable: &[PathBuf],
 ) -> Result<Vec<Protected>, RootError> {
-    let mut out = Vec::new();
+    let mut set = Set {
+        writable,
+        out: Vec::new(),
+    };
     for path in paths {
+        if path.is_relative() {
+            match path.strip_prefix("~") {
+                Ok(rest) => {
+                    if let Some(home) = std::env::var_os("HOME")
+                        .map(PathBuf::from)
+                        .filter(|h| h.is_absolute())
+                    {
+                        set.path(&home.join(rest))?;
+                    }
+                }
+                Err(_) => {
+                    for root in writable {
+                        set.path(&root.join(path))?;
+                    }
+                }
+            }
+            continue;
+        }
         if beneath(path, writable).is_none() {
             continue;
         }
         match std::fs::symlink_metadata(path) {
-            Ok(m) => out.push(open(path, m.is_dir())?),
+            Ok(m) => set.push(open(path, m.is_dir())?),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(source) => {
                 return Err(RootError::Protect {
@@ -439,5 +602,5 @@ pub fn named_protected(
             }
         }
     }
-    Ok(out)
+    Ok(set.out)
 }

@@ -222,7 +222,13 @@ fn git_hooks_and_config_are_protected_when_writable() {
     // From a subdirectory of the repository.
     std::fs::create_dir(ws.join("sub")).unwrap();
     let sub = pins.workspace(&ws.join("sub")).unwrap();
-    assert_eq!(git_protected(&sub, &writable).unwrap().len(), 5);
+    let from_sub: Vec<_> = git_protected(&sub, &writable)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.path)
+        .collect();
+    let from_top: Vec<_> = p.into_iter().map(|p| p.path).collect();
+    assert_eq!(from_sub, from_top);
 }
 
 #[test]
@@ -258,7 +264,7 @@ fn a_worktree_protects_its_git_file_and_both_git_dirs() {
 }
 
 #[test]
-fn a_symlinked_hooks_dir_is_refused() {
+fn a_symlinked_hooks_dir_makes_the_git_dir_read_only_not_the_run_fail() {
     let d = tmp();
     let ws = real(d.path()).join("repo");
     std::fs::create_dir(&ws).unwrap();
@@ -267,8 +273,29 @@ fn a_symlinked_hooks_dir_is_refused() {
     symlink(d.path(), ws.join(".git/hooks")).unwrap();
     let pins = RootPins::without_temp_roots();
     let held = pins.workspace(&ws).unwrap();
-    let err = git_protected(&held, std::slice::from_ref(&ws)).unwrap_err();
-    assert!(matches!(err, RootError::ProtectedSymlink { .. }), "{err}");
+    // The link cannot be bound, so the directory holding it is read-only
+    // as a whole for the run; the run itself goes on.
+    let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
+    assert!(
+        p.iter()
+            .any(|p| p.read_only && p.is_dir && p.path == ws.join(".git")),
+        "{p:?}"
+    );
+    // The same inside a submodule's git dir: `modules` is read-only whole.
+    std::fs::remove_file(ws.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(ws.join(".git/modules/x")).unwrap();
+    std::fs::write(ws.join(".git/modules/x/HEAD"), "ref: refs/heads/m\n").unwrap();
+    symlink("/", ws.join(".git/modules/x/hooks")).unwrap();
+    let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
+    assert!(
+        p.iter().any(|p| !p.read_only && p.path == ws.join(".git")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|p| p.read_only && p.path == ws.join(".git/modules")),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -363,10 +390,15 @@ fn submodule_and_worktree_git_dirs_are_protected_too() {
     let held = pins.workspace(&ws).unwrap();
     let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
     let names: Vec<_> = p.iter().map(|p| p.path.clone()).collect();
+    // `modules` is read-only as a whole: no submodule git dir can change
+    // or be made.
+    assert!(
+        p.iter()
+            .any(|p| p.read_only && p.is_dir && p.path == ws.join(".git/modules")),
+        "{names:?}"
+    );
+    assert!(!names.contains(&module.join("config")), "{names:?}");
     for want in [
-        module.join("hooks"),
-        module.join("config"),
-        module.join("commondir"),
         wt.join("commondir"),
         wt.join("config.worktree"),
         wt.join("gitdir"),
@@ -414,7 +446,8 @@ fn hooks_path_and_includes_inside_a_root_are_protected_or_refused() {
     let held = pins.workspace(&ws).unwrap();
     let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
     let names: Vec<_> = p.iter().map(|p| p.path.clone()).collect();
-    for want in [ws.join(".husky/_"), ws.join("extra.gitconfig")] {
+    // Husky's generated hooks source `.husky/*`: the whole `.husky/`.
+    for want in [ws.join(".husky"), ws.join("extra.gitconfig")] {
         assert!(
             names
                 .iter()
@@ -425,11 +458,166 @@ fn hooks_path_and_includes_inside_a_root_are_protected_or_refused() {
     }
     // fsmonitor named in the included file, relative to the working tree.
     assert!(names.iter().any(|n| n.ends_with("fsm.sh")), "{names:?}");
-    // A hooksPath that does not exist yet inside the root: refused.
+    // A hooksPath that does not exist yet inside the root is created, so
+    // that it exists to be protected (as `hooks` itself is).
     std::fs::remove_dir_all(ws.join(".husky")).unwrap();
-    let err = git_protected(&held, std::slice::from_ref(&ws)).unwrap_err();
+    let p = git_protected(&held, std::slice::from_ref(&ws)).unwrap();
+    assert!(ws.join(".husky/_").is_dir());
+    assert!(p.iter().any(|p| p.path == ws.join(".husky")), "{p:?}");
+}
+
+/// `git` with a fixed identity in `dir`, asserting success.
+fn git_in(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args([
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
     assert!(
-        err.to_string().contains("missing inside a writable root"),
-        "{err}"
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The set as `[ro|pin] path` lines relative to `base`, printed for the
+/// record (`cargo test -p stockade-roots three_real -- --nocapture`).
+fn show(label: &str, base: &Path, p: &[Protected]) -> Vec<String> {
+    let lines: Vec<String> = p
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}{}",
+                if p.read_only { "ro " } else { "pin" },
+                p.path.strip_prefix(base).unwrap_or(&p.path).display(),
+                if p.is_dir { "/" } else { "" }
+            )
+        })
+        .collect();
+    eprintln!("protected git set, {label}:\n  {}", lines.join("\n  "));
+    lines
+}
+
+#[test]
+fn three_real_repositories_plain_submodule_worktree_and_husky() {
+    let d = tmp();
+    let root = real(d.path());
+    // Plain: `git init` and one commit.
+    let plain = root.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    git_in(&plain, &["init", "-q"]);
+    git_in(&plain, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    let pins = RootPins::without_temp_roots();
+    let held = pins.workspace(&plain).unwrap();
+    let set = show(
+        "plain",
+        &plain,
+        &git_protected(&held, std::slice::from_ref(&plain)).unwrap(),
+    );
+    for want in [
+        "pin .git/",
+        "ro  .git/config",
+        "ro  .git/hooks/",
+        "ro  .git/info/",
+        "ro  .git/modules/",
+        "ro  .git/description",
+        "ro  .git/commondir",
+        "ro  .git/config.worktree",
+    ] {
+        assert!(set.iter().any(|l| l == want), "{want}: {set:?}");
+    }
+    for writable in ["objects", "refs", "logs", "HEAD", "index", "COMMIT_EDITMSG"] {
+        assert!(
+            !set.iter().any(|l| l.ends_with(&format!(".git/{writable}"))
+                || l.ends_with(&format!(".git/{writable}/"))),
+            "{writable} must stay writable: {set:?}"
+        );
+    }
+
+    // With a submodule, added by git from another local repository.
+    let lib = root.join("lib");
+    std::fs::create_dir(&lib).unwrap();
+    git_in(&lib, &["init", "-q"]);
+    git_in(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+    let sup = root.join("super");
+    std::fs::create_dir(&sup).unwrap();
+    git_in(&sup, &["init", "-q"]);
+    git_in(
+        &sup,
+        &["submodule", "add", "-q", lib.to_str().unwrap(), "lib"],
+    );
+    git_in(&sup, &["commit", "-q", "-m", "sub"]);
+    assert!(sup.join(".git/modules/lib/config").is_file());
+    let held = pins.workspace(&sup).unwrap();
+    let set = show(
+        "with a submodule",
+        &sup,
+        &git_protected(&held, std::slice::from_ref(&sup)).unwrap(),
+    );
+    assert!(set.iter().any(|l| l == "ro  .git/modules/"), "{set:?}");
+    // Inside the submodule's checkout its `.git` file and (through it)
+    // the same read-only `modules`.
+    let held = pins.workspace(&sup.join("lib")).unwrap();
+    let inner = show(
+        "inside the submodule's checkout",
+        &sup,
+        &git_protected(&held, std::slice::from_ref(&sup)).unwrap(),
+    );
+    assert!(inner.iter().any(|l| l == "ro  lib/.git"), "{inner:?}");
+    assert!(inner.iter().any(|l| l == "ro  .git/modules/"), "{inner:?}");
+
+    // A linked worktree, and Husky's hooks (`core.hooksPath = .husky/_`).
+    let main = root.join("main");
+    std::fs::create_dir(&main).unwrap();
+    git_in(&main, &["init", "-q"]);
+    std::fs::create_dir_all(main.join(".husky/_")).unwrap();
+    std::fs::write(main.join(".husky/pre-commit"), "npm test\n").unwrap();
+    std::fs::write(
+        main.join(".husky/_/pre-commit"),
+        "#!/bin/sh\n. \"$(dirname \"$0\")/h\"\n",
+    )
+    .unwrap();
+    git_in(&main, &["config", "core.hooksPath", ".husky/_"]);
+    git_in(&main, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    let wt = root.join("wt");
+    git_in(&main, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let held = pins.workspace(&main).unwrap();
+    let set = show(
+        "with a linked worktree and husky (from the main checkout)",
+        &root,
+        &git_protected(&held, std::slice::from_ref(&root)).unwrap(),
+    );
+    for want in [
+        "ro  main/.husky/",
+        "ro  main/.git/worktrees/wt/commondir",
+        "ro  main/.git/worktrees/wt/gitdir",
+        "ro  main/.git/worktrees/wt/config.worktree",
+    ] {
+        assert!(set.iter().any(|l| l == want), "{want}: {set:?}");
+    }
+    let held = pins.workspace(&wt).unwrap();
+    let set = show(
+        "with a linked worktree and husky (from the linked worktree)",
+        &root,
+        &git_protected(&held, std::slice::from_ref(&root)).unwrap(),
+    );
+    for want in [
+        "ro  wt/.git",
+        "ro  main/.git/config",
+        "ro  main/.git/hooks/",
+        "ro  main/.git/worktrees/wt/commondir",
+    ] {
+        assert!(set.iter().any(|l| l == want), "{want}: {set:?}");
+    }
+    // git still works in all of them with the names created.
+    git_in(&wt, &["commit", "-q", "--allow-empty", "-m", "y"]);
+    git_in(&sup, &["status", "-s"]);
 }
