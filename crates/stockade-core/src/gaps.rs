@@ -22,6 +22,10 @@ pub const DENY_READ: &str = "deny-read";
 /// The names inside a denied directory stay listable (Landlock can refuse
 /// reading a directory's files but grants listing along with its parent).
 pub const DENY_READ_NAMES: &str = "deny-read-names";
+/// A deny-read object may be readable by a name the look before the run
+/// could not see: a mount of its filesystem or a hard link made by someone
+/// outside while it runs, or a link in a denied directory too large to walk.
+pub const DENY_READ_ALIASES: &str = "deny-read-aliases";
 
 /// The call's network mode is not enforced by this backend here (a
 /// kernel without what it needs, a runner that cannot host the proxy).
@@ -40,6 +44,7 @@ pub const ALL: &[&str] = &[
     PROC_MASKS,
     DENY_READ,
     DENY_READ_NAMES,
+    DENY_READ_ALIASES,
     NETWORK,
     NETWORK_PORT,
 ];

@@ -396,11 +396,14 @@ impl SandboxedFs {
             return Ok(None);
         }
         let mut deny = Protection::default();
-        deny.add_denied(&held).map_err(|source| FsError::Io {
+        let unjudged = |source| FsError::Io {
             op: "identify the deny-read paths for",
             path: requested.to_path_buf(),
             source,
-        })?;
+        };
+        deny.add_denied(&held).map_err(unjudged)?;
+        #[cfg(unix)]
+        deny.add_mounts(&held).map_err(unjudged)?;
         Ok(Some(deny))
     }
 
@@ -682,6 +685,12 @@ fn read_fenced(requested: &Path, mode: SandboxMode, deny: &Protection) -> Result
         return Err(refused(hit));
     }
     if let Some(hit) = deny.dir_hit(&target.parent).map_err(unjudged)? {
+        return Err(refused(hit));
+    }
+    if !m.is_dir()
+        && m.nlink() > 1
+        && let Some(hit) = deny.linked_hit(m.dev(), m.ino()).map_err(unjudged)?
+    {
         return Err(refused(hit));
     }
     if !m.is_file() {

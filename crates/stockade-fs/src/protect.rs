@@ -160,6 +160,73 @@ mod imp {
             Ok(())
         }
 
+        /// Also refuse the other mounts of the deny-read paths `held`
+        /// (a bind of `$HOME` elsewhere, of a directory or a file inside
+        /// one): each is added by the identity it has under its own name.
+        /// The same object under a second mount is already refused by
+        /// identity; what this adds is a mount whose root lies inside a
+        /// denied directory, which the walk up from a handle would leave
+        /// through the mount point.
+        pub(crate) fn add_mounts(&mut self, held: &[Arc<HeldDenied>]) -> io::Result<()> {
+            let mounts = stockade_roots::aliases::read_mounts().map_err(io::Error::other)?;
+            for h in held {
+                for alias in stockade_roots::aliases::mount_aliases(&mounts, h.path()) {
+                    let Ok(m) = std::fs::symlink_metadata(&alias) else {
+                        continue;
+                    };
+                    if m.file_type().is_symlink() {
+                        continue;
+                    }
+                    let entry = (
+                        Id {
+                            dev: std::os::unix::fs::MetadataExt::dev(&m),
+                            ino: std::os::unix::fs::MetadataExt::ino(&m),
+                        },
+                        Hit {
+                            path: h.path().to_path_buf(),
+                            why: Why::DenyRead,
+                        },
+                    );
+                    if m.is_dir() {
+                        self.dirs.push(entry);
+                    } else {
+                        self.files.push(entry);
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        /// The deny-read directory the file `(dev, ino)`, which has more
+        /// than one name, has a name beneath: a hard link to a file inside
+        /// a denied directory is that file. Only files with several names
+        /// pay for the walk; one the walk cannot finish is refused as
+        /// unjudged rather than read.
+        pub(crate) fn linked_hit(&self, dev: u64, ino: u64) -> io::Result<Option<Hit>> {
+            use stockade_roots::aliases::{Lookup, WALK_LIMIT, find_object};
+            let mut budget = WALK_LIMIT;
+            let mut walked: Vec<&std::path::Path> = Vec::new();
+            // Every denied directory, whatever its device: a filesystem
+            // mounted inside one is denied with it.
+            for (_, hit) in self.dirs.iter().filter(|(_, h)| h.why == Why::DenyRead) {
+                if walked.contains(&hit.path.as_path()) {
+                    continue;
+                }
+                walked.push(&hit.path);
+                match find_object(&hit.path, dev, ino, &mut budget)? {
+                    Lookup::Found(_) => return Ok(Some(hit.clone())),
+                    Lookup::Absent => {}
+                    Lookup::Stopped => {
+                        return Err(io::Error::other(format!(
+                            "the file has several names and {} holds more than {WALK_LIMIT} entries to look for one in",
+                            hit.path.display()
+                        )));
+                    }
+                }
+            }
+            Ok(None)
+        }
+
         fn is_empty(&self) -> bool {
             self.dirs.is_empty() && self.files.is_empty() && self.gitdirs.is_empty()
         }

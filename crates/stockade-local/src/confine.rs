@@ -20,6 +20,8 @@ const FIRST_PASSED_FD: i32 = 4;
 
 /// The label of a refusal that is about the roots, not a backend.
 pub(crate) const ROOTS: &str = "writable-roots";
+/// The label of a refusal about a deny-read path's other names.
+pub(crate) const DENY_READ_LABEL: &str = "deny-read";
 
 /// A profile plus the descriptors it names.
 pub(crate) struct Prepared {
@@ -165,8 +167,9 @@ pub(crate) fn prepare(
     })
 }
 
-/// The deny-read paths that exist, held by identity, as masks; and what
-/// Landlock cannot enforce of them.
+/// The deny-read paths that exist, held by identity, as masks, with every
+/// other name of theirs found before the run (see `other_names`); and
+/// what the backend cannot enforce of them.
 fn deny_reads(
     pins: &RootPins,
     policy: &SandboxPolicy,
@@ -175,15 +178,24 @@ fn deny_reads(
     fds: &mut Fds,
     profile: &mut LinuxProfile,
 ) -> Result<Vec<Gap>, SandboxUnavailable> {
+    let mut objects: Vec<(PathBuf, bool)> = Vec::new();
+    for given in &policy.files.deny_read {
+        if let Some(held) = pins.denied(given).map_err(refused)? {
+            objects.push((held.path().to_path_buf(), held.is_dir()));
+        }
+    }
+    let mut gaps = Vec::new();
+    if !objects.is_empty() {
+        let found = other_names(policy, &objects, writable, bwrap_like)?;
+        objects.extend(found.names);
+        gaps.push(Gap::new(gaps::DENY_READ_ALIASES, found.gap));
+    }
     let mut empty: Option<Arc<std::fs::File>> = None;
     let mut in_roots = Vec::new();
     let mut any_dir = false;
-    for given in &policy.files.deny_read {
-        let Some(held) = pins.denied(given).map_err(refused)? else {
-            continue;
-        };
-        let in_root = beneath(held.path(), writable).is_some();
-        let empty_fd = if bwrap_like && !held.is_dir() {
+    for (path, is_dir) in objects {
+        let in_root = beneath(&path, writable).is_some();
+        let empty_fd = if bwrap_like && !is_dir {
             let file = match &empty {
                 Some(f) => f.clone(),
                 None => {
@@ -197,17 +209,16 @@ fn deny_reads(
             None
         };
         if in_root {
-            in_roots.push(held.path().display().to_string());
+            in_roots.push(path.display().to_string());
         }
-        any_dir |= held.is_dir();
+        any_dir |= is_dir;
         profile.deny_read.push(DenyMask {
-            path: held.path().to_path_buf(),
-            is_dir: held.is_dir(),
+            path,
+            is_dir,
             empty_fd,
             in_root,
         });
     }
-    let mut gaps = Vec::new();
     if !bwrap_like && !in_roots.is_empty() {
         gaps.push(Gap::new(
             gaps::DENY_READ,
@@ -224,6 +235,128 @@ fn deny_reads(
         ));
     }
     Ok(gaps)
+}
+
+/// Names of the denied objects found before the run, and what stays
+/// uncovered (the `deny-read-aliases` gap's detail).
+struct OtherNames {
+    names: Vec<(PathBuf, bool)>,
+    gap: String,
+}
+
+/// Every other name of the denied `objects` a confined command could read
+/// them by, to be denied too (a runner hides a path, not an object):
+///
+/// - hard links: the files with more than one name in the denied objects,
+///   and their names in the workspace and the writable roots (where a
+///   planted link would be). Walking every filesystem on every run is not
+///   affordable, and a link elsewhere cannot be found, so a file whose link
+///   count the names found do not make up refuses the run (naming it and
+///   its count) rather than leave its secret readable. A name found inside
+///   a writable root is covered by bwrap's mask; Landlock cannot take read
+///   back there, so it refuses the run too.
+/// - other mounts of a denied object's filesystem subtree, from the mount
+///   table (the names beneath another denied directory are hidden with it).
+///
+/// What no look before the run sees is the gap's detail.
+#[cfg(unix)]
+fn other_names(
+    policy: &SandboxPolicy,
+    objects: &[(PathBuf, bool)],
+    writable: &[PathBuf],
+    bwrap_like: bool,
+) -> Result<OtherNames, SandboxUnavailable> {
+    use stockade_roots::aliases::{self, AliasError};
+    let fail = |e: AliasError| SandboxUnavailable::single(DENY_READ_LABEL, e.to_string());
+    let denied: Vec<PathBuf> = objects.iter().map(|(p, _)| p.clone()).collect();
+    let roots: Vec<PathBuf> = writable
+        .iter()
+        .filter(|r| r.as_path() != Path::new("/dev/null"))
+        .cloned()
+        .collect();
+    let mut scanned = roots.clone();
+    let ws = policy.workspace_root();
+    let ws = std::fs::canonicalize(ws).unwrap_or_else(|_| ws.to_path_buf());
+    if !scanned.iter().any(|r| ws.starts_with(r)) {
+        scanned.push(ws);
+    }
+    let links = aliases::hard_links(&denied, &roots, &scanned).map_err(fail)?;
+    links.uncovered(&scanned).map_err(fail)?;
+    let mut names: Vec<(PathBuf, bool)> = Vec::new();
+    for link in links.other_names(&denied, &roots) {
+        if !bwrap_like && let Some(root) = beneath(&link, &roots) {
+            let of = links
+                .linked
+                .iter()
+                .find(|l| l.names.contains(&link))
+                .and_then(|l| l.names.first().cloned())
+                .unwrap_or_default();
+            return Err(fail(AliasError::LinkInWritableRoot {
+                path: of,
+                link,
+                root,
+            }));
+        }
+        names.push((link, false));
+    }
+    let mounts = aliases::read_mounts().map_err(fail)?;
+    let mut all: Vec<(PathBuf, bool)> = objects.to_vec();
+    all.extend(names.iter().cloned());
+    for (path, _) in &all {
+        for alias in aliases::mount_aliases(&mounts, path) {
+            // Not followed: a name that is now a symlink or gone leads
+            // nowhere the mount table said.
+            let Ok(m) = std::fs::symlink_metadata(&alias) else {
+                continue;
+            };
+            if m.file_type().is_symlink() {
+                continue;
+            }
+            names.push((alias, m.is_dir()));
+        }
+    }
+    // A name already hidden by a denied directory above it (and not in a
+    // root carved out of it) needs no mask of its own; bwrap could not
+    // mount one inside another's empty stand-in anyway.
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    for (path, is_dir) in names {
+        let hidden = objects.iter().chain(out.iter()).any(|(d, d_is_dir)| {
+            *d_is_dir
+                && path.starts_with(d)
+                && beneath(&path, &roots).is_none_or(|r| !r.starts_with(d))
+        });
+        if !hidden && !objects.iter().any(|(d, _)| *d == path) {
+            out.push((path, is_dir));
+        }
+    }
+    let mut gap = "names made after the run starts are not covered: a mount of a denied path's filesystem, or a hard link to a denied file, made outside the sandbox while it runs".to_owned();
+    if !links.unwalked.is_empty() {
+        let list: Vec<String> = links
+            .unwalked
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        gap.push_str(&format!(
+            "; {} hold more than {} entries, so hard links to their files were not looked for",
+            list.join(", "),
+            aliases::WALK_LIMIT
+        ));
+    }
+    Ok(OtherNames { names: out, gap })
+}
+
+/// Off Unix there are no hard links or mount tables to look in.
+#[cfg(not(unix))]
+fn other_names(
+    _: &SandboxPolicy,
+    _: &[(PathBuf, bool)],
+    _: &[PathBuf],
+    _: bool,
+) -> Result<OtherNames, SandboxUnavailable> {
+    Ok(OtherNames {
+        names: Vec::new(),
+        gap: "other names of a denied object (mounts, hard links) are not looked for on this platform".to_owned(),
+    })
 }
 
 /// The git paths and the deployment's read-only paths inside the writable

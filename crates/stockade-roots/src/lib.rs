@@ -13,6 +13,8 @@
 //! evidence of what the user meant.
 #![forbid(unsafe_code)]
 
+#[cfg(unix)]
+pub mod aliases;
 mod extra;
 #[cfg(unix)]
 mod gitconfig;
