@@ -291,11 +291,16 @@ fn other_names(
                 .find(|l| l.names.contains(&link))
                 .and_then(|l| l.names.first().cloned())
                 .unwrap_or_default();
-            return Err(fail(AliasError::LinkInWritableRoot {
-                path: of,
-                link,
-                root,
-            }));
+            // A file that is itself in a writable root is readable under
+            // Landlock already (the deny-read gap names it, and the link
+            // with it); refusing for its link would protect nothing.
+            if beneath(&of, &roots).is_none() {
+                return Err(fail(AliasError::LinkInWritableRoot {
+                    path: of,
+                    link,
+                    root,
+                }));
+            }
         }
         names.push((link, false));
     }
