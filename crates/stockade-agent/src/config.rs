@@ -9,7 +9,7 @@
 //! can write its workspace, and must not be able to write the next run's
 //! configuration.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use stockade_core::files::{self, EntryError, ListKind};
@@ -119,6 +119,12 @@ pub struct PolicySection {
     /// Paths inside writable roots that stay read-only, as written.
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
+    /// Files the host or an editor runs without asking, kept read-only
+    /// wherever they lie in a writable root: a relative name (`.envrc`)
+    /// in every writable root, `~/name` in `$HOME` (when a root contains
+    /// it). Left out, [`DEFAULT_PROTECT`] applies; an empty list turns it
+    /// off.
+    pub protect: Option<Vec<PathBuf>>,
     /// The default network mode. Left out, it follows the mode:
     /// `read-only` denies, `workspace-write` allows the listed hosts,
     /// `danger-full-access` is always `allow`.
@@ -141,6 +147,7 @@ impl Default for PolicySection {
             writable_roots: Vec::new(),
             deny_read: None,
             read_only: Vec::new(),
+            protect: None,
             network: None,
             allowed_hosts: None,
         }
@@ -508,12 +515,102 @@ impl PolicySection {
                 )
             })?,
         };
+        let mut read_only = list(&self.read_only, ListKind::ReadOnly)?;
+        let default_protect;
+        let protect = match &self.protect {
+            Some(entries) => entries.as_slice(),
+            None => {
+                default_protect = DEFAULT_PROTECT
+                    .iter()
+                    .map(PathBuf::from)
+                    .collect::<Vec<_>>();
+                &default_protect
+            }
+        };
+        for (i, entry) in protect.iter().enumerate() {
+            let p = protect_entry(entry.as_os_str())
+                .map_err(|m| invalid(format!("policy.protect[{i}]"), m))?;
+            if !read_only.contains(&p) {
+                read_only.push(p);
+            }
+        }
         Ok(FilePolicy {
             writable_roots,
             deny_read,
-            read_only: list(&self.read_only, ListKind::ReadOnly)?,
+            read_only,
         })
     }
+}
+
+/// Files in a writable root that the host or an editor runs or obeys
+/// without asking, read-only by default (`[policy] protect`): a relative
+/// name is that name in every writable root, `~/name` that name in `$HOME`
+/// (protected when the workspace or another root contains `$HOME`). Shell
+/// start-up files, git's global configuration, direnv's `.envrc`, MCP
+/// server lists, editor tasks and settings, and `.gitmodules` (which names
+/// what `git submodule` fetches and checks out).
+pub const DEFAULT_PROTECT: &[&str] = &[
+    ".envrc",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    ".gitmodules",
+    "~/.bashrc",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_logout",
+    "~/.profile",
+    "~/.zshrc",
+    "~/.zprofile",
+    "~/.zshenv",
+    "~/.zlogin",
+    "~/.gitconfig",
+    "~/.config/git",
+];
+
+/// One `protect` entry, checked: a relative name without `..` (kept
+/// relative: stockade-roots places it in every writable root at each run),
+/// or `~/...` (kept so: `$HOME` is read at each run). An absolute path
+/// belongs in `read_only`. The error is the message for the key.
+pub fn protect_entry(entry: &OsStr) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let path = Path::new(entry);
+    let bad = |why: &str| Err(format!("{entry:?}: {why}"));
+    if entry.is_empty() {
+        return bad("is empty");
+    }
+    if path.is_absolute() {
+        return bad(
+            "must be a name inside each writable root or start with ~/ (an absolute path belongs in read_only)",
+        );
+    }
+    let mut parts = path.components().peekable();
+    if let Some(Component::Normal(first)) = parts.peek()
+        && first.as_encoded_bytes().starts_with(b"~")
+    {
+        if *first != "~" {
+            return bad("names another user's home; only ~/ is understood");
+        }
+        parts.next();
+        if parts.peek().is_none() {
+            return bad("names $HOME itself; name the files in it");
+        }
+    }
+    for c in parts {
+        match c {
+            Component::Normal(_) | Component::CurDir => {}
+            _ => return bad("must not contain `..` (say the path it means)"),
+        }
+    }
+    // `.` components and doubled slashes are dropped by the rebuild.
+    let out: PathBuf = path
+        .components()
+        .filter(|c| *c != Component::CurDir)
+        .collect();
+    if out.as_os_str().is_empty() {
+        return bad("names the writable root itself");
+    }
+    Ok(out)
 }
 
 /// [`Config::default_path`] over any environment. The XDG variable is
@@ -755,7 +852,8 @@ mod file_policy {
             &FilePolicy {
                 writable_roots: paths(&["/home/u/.cache/x", "/home/u/.npm", "/opt/shared"]),
                 deny_read: paths(&["/home/u/.ssh", "/srv/secret"]),
-                read_only: paths(&["/home/u/proj/.env"]),
+                // The explicit list, then the default protect list.
+                read_only: [paths(&["/home/u/proj/.env"]), paths(DEFAULT_PROTECT)].concat(),
             }
         );
         // As written, for whoever shows the file back.
@@ -772,11 +870,13 @@ mod file_policy {
                 .deny_read
                 .contains(&PathBuf::from("/home/u/.ssh"))
         );
-        assert!(c.file_policy().writable_roots.is_empty() && c.file_policy().read_only.is_empty());
+        assert!(c.file_policy().writable_roots.is_empty());
+        let protect: Vec<PathBuf> = DEFAULT_PROTECT.iter().map(PathBuf::from).collect();
+        assert_eq!(c.file_policy().read_only, protect);
         // No [policy] section at all: the same default.
         let c = Config::parse_in(Path::new(FILE), "[sandbox]\n", &vars(HOME)).unwrap();
         assert_eq!(c.file_policy().deny_read, expected);
-        let c = parse("deny_read = []\n", HOME).unwrap();
+        let c = parse("deny_read = []\nprotect = []\n", HOME).unwrap();
         assert!(c.file_policy().is_empty());
     }
 
@@ -839,6 +939,61 @@ mod file_policy {
             e,
             "/etc/s.toml: policy.writable_roots[0]: \"@npm\": names ~ but $HOME is not set to an absolute path"
         );
+    }
+
+    #[test]
+    fn protect_defaults_to_the_host_run_list_and_can_be_changed() {
+        // Left out: the default list, relative names and ~/ names kept as
+        // written (placed at each run).
+        let c = parse("", HOME).unwrap();
+        let ro = &c.file_policy().read_only;
+        for want in [
+            ".envrc",
+            ".vscode",
+            ".mcp.json",
+            "~/.bashrc",
+            "~/.gitconfig",
+        ] {
+            assert!(ro.contains(&PathBuf::from(want)), "{want}: {ro:?}");
+        }
+        // Written out: exactly that (normalized), after read_only.
+        let c = parse(
+            "read_only = [\"/w/.env\"]\nprotect = [\"./tools/run.sh\", \"~/.zshrc\"]\n",
+            HOME,
+        )
+        .unwrap();
+        assert_eq!(
+            c.file_policy().read_only,
+            vec![
+                PathBuf::from("/w/.env"),
+                PathBuf::from("tools/run.sh"),
+                PathBuf::from("~/.zshrc")
+            ]
+        );
+        // Empty: off.
+        let c = parse("protect = []\n", HOME).unwrap();
+        assert!(c.file_policy().read_only.is_empty());
+    }
+
+    #[test]
+    fn a_bad_protect_entry_fails_the_load_naming_key_and_value() {
+        for (entry, why) in [
+            ("/etc/x", "an absolute path belongs in read_only"),
+            ("a/../b", "must not contain `..`"),
+            ("~bob/.bashrc", "another user's home"),
+            ("~", "names $HOME itself"),
+            ("~/", "names $HOME itself"),
+            (".", "names the writable root itself"),
+            ("", "is empty"),
+        ] {
+            let text = format!("protect = [\".envrc\", {entry:?}]\n");
+            let e = parse(&text, HOME).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("/etc/s.toml: policy.protect[1]: {entry:?}: "))
+                    && e.contains(why),
+                "{entry}: {e}"
+            );
+        }
     }
 
     #[test]

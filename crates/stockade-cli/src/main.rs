@@ -11,7 +11,7 @@ mod tree;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use stockade_agent::config::Config;
+use stockade_agent::config::{self, Config};
 use stockade_core::files::{self, FilePolicy, ListKind};
 use stockade_core::{ExecutionPolicy, NetworkMode, NetworkPolicy, SandboxMode, net};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
@@ -88,6 +88,14 @@ struct ExecArgs {
     /// A path inside a writable root that stays read-only; repeatable.
     #[arg(long = "read-only", value_name = "PATH")]
     read_only: Vec<OsString>,
+    /// A file the host or an editor runs, kept read-only: a name in every
+    /// writable root (.envrc) or ~/NAME; besides the default list (.envrc,
+    /// .vscode, .mcp.json, ~/.bashrc, ~/.gitconfig, ...); repeatable.
+    #[arg(long = "protect", value_name = "NAME")]
+    protect: Vec<OsString>,
+    /// Leave out the default protect list (only --protect names apply).
+    #[arg(long)]
+    no_default_protect: bool,
     /// deny | allow-listed | allow (default: deny under read-only,
     /// allow-listed under workspace-write; danger-full-access is always
     /// allow).
@@ -109,7 +117,7 @@ struct ExecArgs {
 enum Cmd {
     /// Run CMD confined, with inherited stdin/stdout/stderr; exit with its status.
     #[command(after_help = EXEC_EXIT_CODES)]
-    Exec(ExecArgs),
+    Exec(Box<ExecArgs>),
     /// Serve the Agent Client Protocol on stdin/stdout: a sandboxed coding
     /// agent for editors (Zed, JetBrains, Neovim). Logs go to stderr.
     Acp {
@@ -423,6 +431,24 @@ fn file_policy(args: &ExecArgs, config: Option<&Config>) -> Result<FilePolicy, S
     );
     let mut read_only = base.read_only;
     merge(&mut read_only, list(&args.read_only, ListKind::ReadOnly)?);
+    // The protect list rides on read_only (its names are relative or
+    // ~/, which read_only's absolute entries never are). The default
+    // applies as deny-read's does: the config's (its default when it left
+    // `protect` out), else the default; --no-default-protect keeps only
+    // what the config wrote out.
+    let defaults: Vec<PathBuf> = config::DEFAULT_PROTECT.iter().map(PathBuf::from).collect();
+    match (config, args.no_default_protect) {
+        (Some(c), true) if c.policy.protect.is_none() => {
+            read_only.retain(|p| !defaults.contains(p));
+        }
+        (None, true) | (Some(_), _) => {}
+        (None, false) => merge(&mut read_only, defaults),
+    }
+    let mut protect = Vec::new();
+    for name in &args.protect {
+        protect.push(config::protect_entry(name).map_err(|e| format!("--protect {e}"))?);
+    }
+    merge(&mut read_only, protect);
     Ok(FilePolicy {
         writable_roots,
         deny_read,
@@ -806,7 +832,7 @@ fn main() -> ExitCode {
             .enable_all()
             .build()
             .context("cannot start the async runtime")
-            .and_then(|rt| rt.block_on(exec(args))),
+            .and_then(|rt| rt.block_on(exec(*args))),
         Cmd::Acp { config } => runtime().and_then(|rt| rt.block_on(acp(config))),
         Cmd::Probe { json } => probe(json),
     };
