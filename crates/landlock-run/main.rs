@@ -498,6 +498,13 @@ mod linux {
     /// directories gets read. An entry created beside a denied path after
     /// this runs is covered by no rule, so it is unreadable for this run.
     /// Symlinks get no rule: what they lead to is judged where it is.
+    ///
+    /// Rules attach to objects, not names: an entry that *is* a denied
+    /// object or one of the directories on the way (a hard link to the
+    /// denied file beside it, a bind mount of `$HOME` next to it) would
+    /// grant read on that object under every name, so it gets no rule.
+    /// The caller passes the other names it found (mounts further away,
+    /// links elsewhere) as `--deny-read` too; this is the last check.
     fn read_except(top: &Path, denied: &[PathBuf], rules: &mut Vec<PathBeneath<OwnedFd>>) {
         let denied: Vec<&Path> = denied
             .iter()
@@ -517,6 +524,15 @@ mod linux {
                 split.insert(a);
             }
         }
+        // What no entry's rule may be: the denied objects that exist and
+        // the directories on the way to them.
+        let held: Vec<(u64, u64)> = denied
+            .iter()
+            .copied()
+            .chain(split.iter().copied())
+            .filter_map(|p| rustix::fs::lstat(p).ok())
+            .map(|st| (st.st_dev, st.st_ino))
+            .collect();
         for dir in &split {
             let shown = dir.display();
             let fd = open_path(dir, "read grant");
@@ -551,7 +567,9 @@ mod linux {
                     )),
                 };
                 let stat = fstat(&fd).or_fail(format_args!("cannot stat {}", child.display()));
-                if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+                if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink
+                    || held.contains(&(stat.st_dev, stat.st_ino))
+                {
                     continue;
                 }
                 rules.push(grant_rule(fd, false, child.display()));

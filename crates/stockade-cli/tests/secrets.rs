@@ -334,3 +334,60 @@ fn a_secret_is_unreadable_through_proc_root_and_fd_of_any_process() {
         }
     }
 }
+
+/// `landlock-run` alone, told of one name only: an entry beside a denied
+/// object that *is* that object (a hard link beside a denied file, a bind
+/// mount of the denied directory beside it) gets no read rule, since a
+/// rule on it would grant read on the object under every name, the denied
+/// one included.
+#[test]
+fn landlock_run_grants_nothing_to_an_entry_that_is_the_denied_object() {
+    let bind = rustix::process::geteuid().is_root();
+    for who in users() {
+        let s = Scratch::new(who);
+        let d = s.at("d");
+        fs::create_dir_all(d.join("keys")).unwrap();
+        fs::write(d.join("keys/k"), format!("{SECRET}\n")).unwrap();
+        fs::write(d.join("secret"), format!("{SECRET}\n")).unwrap();
+        fs::write(d.join("plain"), "plain\n").unwrap();
+        fs::hard_link(d.join("secret"), d.join("link")).unwrap();
+        fs::create_dir(d.join("keys2")).unwrap();
+        s.own();
+        let (secret, keys) = (d.join("secret"), d.join("keys"));
+        let script = format!(
+            "cat '{d}/plain'; cat '{d}/secret'; cat '{d}/link'; cat '{d}/keys/k'; cat '{d}/keys2/k'; true",
+            d = d.display()
+        );
+        let mut inner = who.command(env!("CARGO_BIN_EXE_landlock-run"));
+        inner
+            .args(["--ro", "/", "--rw", "/dev/null", "--deny-read"])
+            .arg(&secret)
+            .arg("--deny-read")
+            .arg(&keys)
+            .args(["--", "/bin/sh", "-c", &script]);
+        let mut c = if bind {
+            let mut c = Command::new("unshare");
+            c.args([
+                "-m",
+                "--",
+                "/bin/sh",
+                "-c",
+                "mount --bind \"$1\" \"$2\" || exit 99; shift 2; exec \"$@\"",
+                "sh",
+            ])
+            .arg(&keys)
+            .arg(d.join("keys2"))
+            .arg(inner.get_program())
+            .args(inner.get_args());
+            c
+        } else {
+            inner
+        };
+        let out = c.stdin(Stdio::null()).output().unwrap();
+        let ctx = format!("{who:?}: {}", text(&out.stderr));
+        assert_ne!(out.status.code(), Some(99), "{ctx}");
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("plain"), "{ctx}: {stdout}");
+        assert!(!stdout.contains(SECRET), "{ctx}: {stdout}");
+    }
+}

@@ -633,7 +633,7 @@ pub(crate) fn protections_for(
             ));
             out.push(p(
                 "deny-read",
-                "an empty mode-0000 stand-in mounted over each denied path (a tmpfs for a directory)",
+                "an empty mode-0000 stand-in mounted over each denied path (a tmpfs for a directory) and over its other names: other mounts of its filesystem subtree (mount table) and hard links in the workspace and writable roots; a file with a link elsewhere refuses the run; names made after the start are not seen (gap deny-read-aliases)",
             ));
             out.push(p(
                 "network",
@@ -648,7 +648,7 @@ pub(crate) fn protections_for(
             out.push(p("sysfs", "read-only"));
             out.push(p(
                 "deny-read",
-                "read granted beside each denied path, never beneath it: its files are unreadable, its names listable (gap deny-read-names); one beneath a writable root stays readable (gap deny-read)",
+                "read granted beside each denied path and its other names (other mounts of its subtree, hard links in the workspace), never beneath them: files unreadable, names listable (gap deny-read-names); one beneath a writable root stays readable (gap deny-read), a link there to a file outside refuses the run, as does a link elsewhere; names made after the start are not seen (gap deny-read-aliases)",
             ));
             out.push(p(
                 "network",
