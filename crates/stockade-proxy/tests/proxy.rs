@@ -505,3 +505,64 @@ fn curl_goes_through_for_allowed_hosts_and_is_told_403_otherwise() {
     assert_eq!(proxy.refused(&token), ["denied.test"]);
     assert!(proxy.refused_unattributed().is_empty());
 }
+
+#[test]
+fn an_allowed_name_that_resolves_to_loopback_is_refused_unless_the_address_is_listed() {
+    let echo = Backend::start(false);
+    let proxy = Proxy::start(config(&["allowed.test"], &[("allowed.test", echo.addr)])).unwrap();
+    let token = proxy.run_token();
+    let target = format!("allowed.test:{}", echo.addr.port());
+    let (_, head, body) = send_connect(&proxy, &target, Some(&token));
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(
+        body.contains(
+            "resolves only to addresses that are not public (127.0.0.1: loopback (127.0.0.0/8))"
+        ) && body.contains("allowed_hosts must list the address or its range"),
+        "{body}"
+    );
+    assert_eq!(echo.connections(), 0);
+    assert_eq!(proxy.refused(&token), ["allowed.test"]);
+    assert!(proxy.allowed(&token).is_empty());
+
+    // Listed as a range, the same name goes through.
+    let proxy = Proxy::start(config(
+        &["allowed.test", "127.0.0.0/8"],
+        &[("allowed.test", echo.addr)],
+    ))
+    .unwrap();
+    let (mut s, head, _) = send_connect(&proxy, &target, None);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_tunnels(&mut s);
+    assert_eq!(echo.connections(), 1);
+}
+
+/// A name with several addresses is connected only to the ones that
+/// passed: a non-public address that is not listed is skipped even when it
+/// comes first and would answer.
+#[test]
+fn only_judged_addresses_are_connected_to() {
+    let Ok(v6) = TcpListener::bind("[::1]:0") else {
+        eprintln!("skipping: no ::1 on this host");
+        return;
+    };
+    let v6_addr = v6.local_addr().unwrap();
+    let v6_hits = Arc::new(AtomicUsize::new(0));
+    let hits = Arc::clone(&v6_hits);
+    std::thread::spawn(move || {
+        for s in v6.incoming().flatten() {
+            hits.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || echo(s));
+        }
+    });
+    let echo_v4 = Backend::start(false);
+    let mut cfg = config(&["both.test", LO], &[]);
+    cfg.resolve
+        .insert("both.test".into(), vec![v6_addr, echo_v4.addr]);
+    let proxy = Proxy::start(cfg).unwrap();
+    let (mut s, head, _) =
+        send_connect(&proxy, &format!("both.test:{}", echo_v4.addr.port()), None);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_tunnels(&mut s);
+    assert_eq!(echo_v4.connections(), 1);
+    assert_eq!(v6_hits.load(Ordering::SeqCst), 0, "::1 was not listed");
+}

@@ -6,6 +6,7 @@
 //! ourselves and as `nobody`. A loopback listener counts every connection it
 //! accepts: none may arrive unless `allowed_hosts` lists the address, and
 //! the controls show each client does arrive when it is listed.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{HashMap, HashSet};
