@@ -254,35 +254,48 @@ fn a_hard_link_to_a_secret_made_before_the_run_is_hidden_or_refuses_the_run() {
             let made = who.command("ln").arg(s.key()).arg(&link).status().unwrap();
             assert!(made.success(), "{who:?}: ln");
             let script = "cat \"$HOME/notes.txt\"; cat copy; true";
-            let out = s.exec(backend, &[], &[], script);
-            let ctx = format!("{who:?} {backend}: {}", text(&out.stderr));
-            match backend {
-                "bwrap" => {
-                    let r = ran(&out, &ctx);
-                    assert!(r.stdout.contains("plain"), "{ctx}: {}", r.stdout);
-                    assert!(!r.stdout.contains(SECRET), "{ctx}: {}", r.stdout);
-                    assert!(
-                        r.deny_read.contains(&link.display().to_string()),
-                        "{ctx}: {:?}",
-                        r.deny_read
-                    );
+            // The key's directory denied (the default list), and the key
+            // file alone.
+            let key = s.key().display().to_string();
+            for deny in [&[][..], &["--no-default-deny-read", "--deny-read", &key]] {
+                let out = s.exec(backend, &[], deny, script);
+                let ctx = format!("{who:?} {backend} {deny:?}: {}", text(&out.stderr));
+                match backend {
+                    "bwrap" => {
+                        let r = ran(&out, &ctx);
+                        assert!(r.stdout.contains("plain"), "{ctx}: {}", r.stdout);
+                        assert!(!r.stdout.contains(SECRET), "{ctx}: {}", r.stdout);
+                        assert!(
+                            r.deny_read.contains(&link.display().to_string()),
+                            "{ctx}: {:?}",
+                            r.deny_read
+                        );
+                    }
+                    _ => {
+                        assert_eq!(out.status.code(), Some(125), "{ctx}");
+                        let err = text(&out.stderr);
+                        assert!(
+                            err.contains(&s.key().display().to_string())
+                                && err.contains(&link.display().to_string()),
+                            "{ctx}"
+                        );
+                        assert!(!text(&out.stdout).contains(SECRET), "{ctx}");
+                    }
                 }
-                _ => {
-                    assert_eq!(out.status.code(), Some(125), "{ctx}");
-                    let err = text(&out.stderr);
-                    assert!(
-                        err.contains(&s.key().display().to_string())
-                            && err.contains(&link.display().to_string()),
-                        "{ctx}"
-                    );
-                    assert!(!text(&out.stdout).contains(SECRET), "{ctx}");
-                }
+                let out = s.exec(
+                    backend,
+                    &[],
+                    &[deny, &["--mode", "read-only"]].concat(),
+                    script,
+                );
+                let ctx = format!(
+                    "{who:?} {backend} {deny:?} read-only: {}",
+                    text(&out.stderr)
+                );
+                let r = ran(&out, &ctx);
+                assert!(r.stdout.contains("plain"), "{ctx}: {}", r.stdout);
+                assert!(!r.stdout.contains(SECRET), "{ctx}: {}", r.stdout);
             }
-            let out = s.exec(backend, &[], &["--mode", "read-only"], script);
-            let ctx = format!("{who:?} {backend} read-only: {}", text(&out.stderr));
-            let r = ran(&out, &ctx);
-            assert!(r.stdout.contains("plain"), "{ctx}: {}", r.stdout);
-            assert!(!r.stdout.contains(SECRET), "{ctx}: {}", r.stdout);
 
             // A third name, outside the workspace and the writable roots.
             let far = s.home.join("backup-key");
