@@ -404,3 +404,52 @@ fn landlock_run_grants_nothing_to_an_entry_that_is_the_denied_object() {
         assert!(!stdout.contains(SECRET), "{ctx}: {stdout}");
     }
 }
+
+/// `~/.ssh` also mounted inside the workspace: bwrap hides it there after
+/// binding the workspace; Landlock cannot take read back inside a writable
+/// root, so the run is refused (125) naming the secret and the mount.
+#[test]
+fn a_mount_of_a_secret_inside_the_workspace_is_hidden_or_refuses_the_run() {
+    if !root_or_skip() {
+        return;
+    }
+    for who in users() {
+        for backend in backends() {
+            let s = Scratch::new(who);
+            let inside = s.ws.join("keys");
+            fs::create_dir(&inside).unwrap();
+            fs::write(s.ws.join("mine.txt"), "mine\n").unwrap();
+            s.own();
+            let mounts = [(s.home.join(".ssh"), inside.clone())];
+            let out = s.exec(
+                backend,
+                &mounts,
+                &[],
+                "cat mine.txt; cat keys/id_ed25519; echo ran",
+            );
+            let ctx = format!("{who:?} {backend}: {}", text(&out.stderr));
+            match backend {
+                "bwrap" => {
+                    let r = ran(&out, &ctx);
+                    assert!(
+                        r.stdout.contains("mine") && r.stdout.contains("ran"),
+                        "{ctx}: {}",
+                        r.stdout
+                    );
+                    assert!(!r.stdout.contains(SECRET), "{ctx}: {}", r.stdout);
+                }
+                _ => {
+                    assert_eq!(out.status.code(), Some(125), "{ctx}");
+                    let err = text(&out.stderr);
+                    assert!(
+                        err.contains(&s.home.join(".ssh").display().to_string())
+                            && err.contains(&inside.display().to_string()),
+                        "{ctx}"
+                    );
+                    assert!(!text(&out.stdout).contains(SECRET), "{ctx}");
+                    assert!(!text(&out.stdout).contains("ran"), "{ctx}");
+                }
+            }
+        }
+    }
+}

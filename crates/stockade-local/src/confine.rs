@@ -317,6 +317,19 @@ fn other_names(
             if m.file_type().is_symlink() {
                 continue;
             }
+            // As for a link: Landlock cannot hide a name inside a writable
+            // root, so a mount there showing a secret kept outside one
+            // refuses the run rather than leave it readable.
+            if !bwrap_like
+                && beneath(path, &roots).is_none()
+                && let Some(root) = beneath(&alias, &roots)
+            {
+                return Err(fail(AliasError::MountInWritableRoot {
+                    path: path.clone(),
+                    alias,
+                    root,
+                }));
+            }
             names.push((alias, m.is_dir()));
         }
     }

@@ -65,12 +65,21 @@ pub enum AliasError {
         scanned: Vec<PathBuf>,
     },
     #[error(
-        "deny-read file {} has another name {} inside the writable root {}, where this backend cannot refuse reading it; nothing ran. Remove the link, or take the file off deny_read",
+        "deny-read file {} has another name {} inside the writable root {}, where this backend cannot refuse reading it; nothing ran. Remove the link, take the file off deny_read, or use a backend that can hide it (bwrap)",
         path.display(), link.display(), root.display()
     )]
     LinkInWritableRoot {
         path: PathBuf,
         link: PathBuf,
+        root: PathBuf,
+    },
+    #[error(
+        "deny-read path {} is also mounted at {} inside the writable root {}, where this backend cannot refuse reading it; nothing ran. Unmount it there, or use a backend that can hide it (bwrap)",
+        path.display(), alias.display(), root.display()
+    )]
+    MountInWritableRoot {
+        path: PathBuf,
+        alias: PathBuf,
         root: PathBuf,
     },
 }
@@ -83,7 +92,8 @@ impl AliasError {
             AliasError::Read { path, .. }
             | AliasError::Malformed { path, .. }
             | AliasError::UncoveredLinks { path, .. }
-            | AliasError::LinkInWritableRoot { path, .. } => path,
+            | AliasError::LinkInWritableRoot { path, .. }
+            | AliasError::MountInWritableRoot { path, .. } => path,
         }
     }
 }
