@@ -333,7 +333,11 @@ fn a_secret_is_unreadable_through_proc_root_and_fd_of_any_process() {
                 notes = s.home.join("notes.txt").display(),
                 key = s.key().display()
             );
-            let out = s.exec(backend, &[], &[], &script);
+            // The key named too, so stockade itself holds it open (by
+            // identity) while the command runs: its descriptor is one more
+            // name to try through /proc/<pid>/fd.
+            let key = s.key().display().to_string();
+            let out = s.exec(backend, &[], &["--deny-read", &key], &script);
             let ctx = format!("{who:?} {backend}: {}", text(&out.stderr));
             let r = ran(&out, &ctx);
             assert!(r.stdout.contains("plain"), "{ctx}: {}", r.stdout);
