@@ -53,7 +53,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P]... [--status-fd N] [--no-supervise] [--net-deny] [--die-with-parent] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--die-with-parent] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -139,6 +139,9 @@ mod linux {
         /// `--net-bridge P:PATH` (close-fds mode): a relay from the
         /// sandbox's own loopback port P to the Unix socket PATH.
         bridge: Option<(u16, PathBuf)>,
+        /// `--allow-listen P` (run mode): under `--net-deny` / `--net-port`,
+        /// the ports a listener may use, on loopback only (supervised).
+        listen: Vec<u16>,
     }
 
     /// What the command may reach over the network.
@@ -179,7 +182,7 @@ mod linux {
     const RUN_MODE: &str = "--net-bridge is for --close-fds mode only";
 
     /// Every option that takes a value, in every mode.
-    const VALUED: [&[u8]; 12] = [
+    const VALUED: [&[u8]; 13] = [
         b"--ro",
         b"--rw",
         b"--ro-fd",
@@ -192,6 +195,7 @@ mod linux {
         b"--deny-read",
         b"--net-port",
         b"--net-bridge",
+        b"--allow-listen",
     ];
 
     /// Arguments stay `OsString` end to end: a lossy conversion would silently
@@ -303,6 +307,7 @@ mod linux {
                     }
                     opts.net = Net::Port(port_number(value)?);
                 }
+                b"--allow-listen" => opts.listen.push(port_number(value)?),
                 b"--net-bridge" => {
                     let bytes = value.as_bytes();
                     let colon = bytes.iter().position(|b| *b == b':');
@@ -585,7 +590,7 @@ mod linux {
     /// How the command is kept from host daemons (Unix sockets) and from other
     /// processes (signals) on this kernel. One decision shared by the run
     /// modes and `--isolation`, so what is reported is what is done.
-    #[derive(Clone, Copy)]
+    #[derive(Clone)]
     struct Plan {
         abi: ABI,
         /// Landlock scopes (ABI 6): abstract sockets and signals stay inside.
@@ -599,6 +604,8 @@ mod linux {
         supervised: bool,
         /// What the command may reach over the network (run mode).
         net: Net,
+        /// `--allow-listen` ports (only with `net` Deny or Port).
+        listen: Vec<u16>,
     }
 
     /// The Landlock ABI the crate uses on this kernel (Unsupported without
@@ -632,6 +639,7 @@ mod linux {
             seccomp,
             supervised: crate::supervise::available().is_ok(),
             net: Net::Host,
+            listen: Vec::new(),
         })
     }
 
@@ -711,6 +719,13 @@ mod linux {
                 .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
                 .or_fail("cannot add the Landlock proxy-port rule");
         }
+        // Bind by port; the supervisor then listens only on a loopback
+        // address (Landlock cannot tell addresses apart).
+        for port in plan.listen.iter().filter(|_| net_rules) {
+            ruleset = ruleset
+                .add_rule(NetPort::new(*port, AccessNet::BindTcp))
+                .or_fail("cannot add the Landlock listen-port rule");
+        }
         // Below ABI 9 the socket paths were only checked to exist: nothing
         // handles resolve_unix, so a rule for it would mean nothing.
         if plan.resolve_unix {
@@ -746,7 +761,8 @@ mod linux {
             filter::install().or_fail("cannot install the seccomp socket filter");
         }
         if plan.net != Net::Host {
-            filter::install_net(plan.net).or_fail("cannot install the seccomp network filter");
+            filter::install_net(plan.net, !plan.listen.is_empty())
+                .or_fail("cannot install the seccomp network filter");
         }
     }
 
@@ -809,15 +825,19 @@ mod linux {
         /// Outside a private namespace nothing may listen or accept: a
         /// listen() without bind() picks a port on every address, which a
         /// peer elsewhere could reach.
-        pub fn install_net(net: super::Net) -> Result<(), String> {
+        pub fn install_net(net: super::Net, listen: bool) -> Result<(), String> {
             use crate::syscalls::families;
             let arg = |index, op, value| {
                 SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
             };
+            // With `--allow-listen` listen goes to the supervisor and a
+            // TCP socket is needed under deny too (Landlock refuses every
+            // connect there: ConnectTcp is handled and granted nowhere).
             let (kept, tcp_only, no_listen) = match net {
                 super::Net::Host => return Ok(()),
+                super::Net::Deny if listen => (families::TCP, true, false),
                 super::Net::Deny => (families::DENY, false, true),
-                super::Net::Port(_) => (families::TCP, true, true),
+                super::Net::Port(_) => (families::TCP, true, !listen),
                 super::Net::Private => (families::PRIVATE, false, false),
             };
             let mut socket_rules = BTreeMap::new();
@@ -916,7 +936,7 @@ mod linux {
             Err(format!("no filter for {}", std::env::consts::ARCH))
         }
 
-        pub fn install_net(_: super::Net) -> Result<(), String> {
+        pub fn install_net(_: super::Net, _: bool) -> Result<(), String> {
             Err(format!("no filter for {}", std::env::consts::ARCH))
         }
     }
@@ -1247,6 +1267,24 @@ mod linux {
         let sockets = open_sockets(&opts.sockets);
         let mut plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
         plan.net = opts.net;
+        if plan.net != Net::Host && !opts.listen.is_empty() {
+            // Landlock binds by port only and cannot see addresses: without
+            // the supervisor checking each listen, and Landlock's TCP rights
+            // refusing every connect, a listener could face every network.
+            if opts.no_supervise || !plan.supervised {
+                usage(
+                    "--allow-listen needs the supervisor; it cannot be combined with --no-supervise",
+                );
+            }
+            if plan.abi < ABI::V4 {
+                fail(format_args!(
+                    "--allow-listen needs Landlock ABI 4 (TCP rights); this kernel has ABI {}",
+                    abi_number(plan.abi)
+                ));
+            }
+            plan.listen = opts.listen.clone();
+            crate::syscalls::govern_listen();
+        }
         if opts.no_supervise {
             if !protect.is_empty() {
                 usage("--protect needs the supervisor; it cannot be combined with --no-supervise");
@@ -1260,8 +1298,9 @@ mod linux {
                 "cannot supervise metadata and protected paths: {why} (pass --no-supervise to run with plain Landlock)"
             ));
         }
-        let fence =
+        let mut fence =
             crate::supervise::Fence::new(&writable, &protect).unwrap_or_else(|why| usage(why));
+        fence.allow_listen(&plan.listen);
         drop(writable);
         drop(protect);
         let (env, argv) = (opts.env.clone(), argv.to_vec());

@@ -249,8 +249,10 @@ pub const TABLE: &[Group] = &[
         verdict: Verdict::Socket,
         reason: "which families and types may be created, and whether a socket may \
                  listen or accept, depends on the network profile (`families` below and \
-                 the network filter); connect and bind of TCP are Landlock's (ABI 4) under \
-                 allow-listed",
+                 the network filter): under deny and allow-listed listen and accept are \
+                 refused, and with --allow-listen listen goes to the supervisor, which \
+                 performs it only on a socket bound to loopback at a granted port; connect \
+                 and bind of TCP are Landlock's (ABI 4)",
         names: &[
             "socket",
             "socketpair",
@@ -650,6 +652,19 @@ pub fn verdict(name: &str) -> Option<Verdict> {
         .iter()
         .find(|g| g.names.contains(&name))
         .map(|g| g.verdict)
+}
+
+/// Whether listen(2) goes to the supervisor: set once, before the
+/// supervised child forks, when `--allow-listen` grants ports under deny or
+/// allow-listed. Read by the notifying filter and the decoder.
+static LISTEN_GOVERNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn govern_listen() {
+    LISTEN_GOVERNED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub fn listen_governed() -> bool {
+    LISTEN_GOVERNED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// `landlock-run --syscalls`: `NAME VERDICT REASON`, a line per call of the

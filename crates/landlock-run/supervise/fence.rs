@@ -47,6 +47,11 @@ pub enum Class {
 /// What the child asked for, decoded from its registers and memory.
 #[derive(Debug, Clone)]
 pub enum Call {
+    /// listen(2) under `--allow-listen` (see `Fence::listen`).
+    Listen {
+        fd: i32,
+        backlog: i32,
+    },
     /// open, openat, creat: only with a write, create, truncate or tmpfile flag.
     Open {
         dirfd: i32,
@@ -181,6 +186,10 @@ pub struct Fence {
     /// when it follows a link or opens with O_CREAT itself; the supervisor
     /// does both its own way, so it applies them here.
     sticky: Sticky,
+    /// `--allow-listen`: the only ports a socket of the command's may
+    /// listen on, bound to a loopback address (listen is governed only
+    /// when these are set).
+    listen_ports: Vec<u16>,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -314,6 +323,34 @@ impl Fence {
             fence.pin_up_to_root(start)?;
         }
         Ok(fence)
+    }
+
+    /// `--allow-listen`: a listen is performed only on a socket bound to
+    /// a loopback address at one of `ports`.
+    pub fn allow_listen(&mut self, ports: &[u16]) {
+        self.listen_ports = ports.to_vec();
+    }
+
+    /// listen(2) on the child's socket `fd`, performed here on the same
+    /// socket (taken with pidfd_getfd) once its address is checked: bound
+    /// (an unbound socket would be bound by the kernel to every address),
+    /// to 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104, at a granted port. A
+    /// bound socket cannot be bound again, so what was checked is what
+    /// listens.
+    fn listen(&self, child: Child, fd: i32, backlog: i32) -> Result<(), Errno> {
+        let socket = child_socket(child, fd)?;
+        let listener = std::net::TcpListener::from(socket);
+        let addr = listener.local_addr().map_err(|_| Errno::ACCESS)?;
+        let loopback = match addr.ip() {
+            std::net::IpAddr::V4(ip) => ip.is_loopback(),
+            std::net::IpAddr::V6(ip) => {
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+        };
+        if !loopback || !self.listen_ports.contains(&addr.port()) {
+            return Err(Errno::ACCESS);
+        }
+        rustix::net::listen(&listener, backlog)
     }
 
     fn pin_up_to_root(&mut self, mut dir: OwnedFd) -> Result<(), String> {
@@ -459,6 +496,7 @@ impl Fence {
                 flags,
             } => self.link(child, (*old_dirfd, old), (*new_dirfd, new), *flags),
             Call::Truncate { path, len } => self.truncate(child, path, *len),
+            Call::Listen { fd, backlog } => self.listen(child, *fd, *backlog),
             Call::Chmod { target, mode } => self.metadata(child, target, |obj| {
                 if obj.is_symlink() {
                     return Err(Errno::OPNOTSUPP);
@@ -817,6 +855,27 @@ fn umask(child: Child) -> u32 {
 
 /// The child's descriptor `fd` (or its working directory for `AT_FDCWD`),
 /// opened here through procfs: the same file, a handle of our own.
+/// The child's socket `fd` itself (not a reopened name: a socket has
+/// none), from its thread group.
+fn child_socket(child: Child, fd: i32) -> Result<OwnedFd, Errno> {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", child.tid)).map_err(|_| Errno::SRCH)?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or(Errno::SRCH)?;
+    let pidfd = rustix::process::pidfd_open(tgid, rustix::process::PidfdFlags::empty())?;
+    let socket =
+        rustix::process::pidfd_getfd(&pidfd, fd, rustix::process::PidfdGetfdFlags::empty())?;
+    match fs::fstat(&socket) {
+        Ok(st) if kind(&st) == FileType::Socket => Ok(socket),
+        Ok(_) => Err(Errno::NOTSOCK),
+        Err(e) => Err(e),
+    }
+}
+
 fn child_fd(child: Child, fd: i32) -> Result<OwnedFd, Errno> {
     let path = if fd == AT_FDCWD {
         format!("/proc/{}/cwd", child.tid)

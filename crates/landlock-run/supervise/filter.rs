@@ -57,6 +57,9 @@ pub enum Sys {
     Lremovexattr,
     Fremovexattr,
     Ioctl,
+    /// Only with `--allow-listen` under deny or allow-listed (see
+    /// `crate::syscalls::listen_governed`): not in `GOVERNED`.
+    Listen,
 }
 
 /// fchmodat2 (Linux 6.6); not every libc names it.
@@ -142,6 +145,9 @@ const X32: Option<(i64, i64)> = Some((0x4000_0000, 514));
 const X32: Option<(i64, i64)> = None;
 
 pub fn lookup(nr: i64) -> Option<Sys> {
+    if nr == libc::SYS_listen && crate::syscalls::listen_governed() {
+        return Some(Sys::Listen);
+    }
     GOVERNED.iter().find(|(n, _)| *n == nr).map(|(_, s)| *s)
 }
 
@@ -219,6 +225,9 @@ pub fn notify_program() -> Result<BpfProgram, String> {
             _ => vec![],
         };
         rules.insert(*nr, chain);
+    }
+    if crate::syscalls::listen_governed() {
+        rules.insert(libc::SYS_listen, vec![]);
     }
     let filter = SeccompFilter::new(
         rules,

@@ -468,6 +468,10 @@ pub fn decode(req: &Request) -> Result<Decoded, Errno> {
             target: Target::Fd(int(0)),
             name: name(1)?,
         },
+        Sys::Listen => Call::Listen {
+            fd: int(0),
+            backlog: int(1),
+        },
         Sys::Ioctl => {
             let cmd = uint(1);
             let len = filter::ioctl_arg_len(cmd).ok_or(Errno::NOTTY)?;
