@@ -317,6 +317,8 @@ fn writable_entry(name: &OsStr) -> bool {
             | "NOTES_EDITMSG"
             | "EDIT_DESCRIPTION"
             | "AUTO_MERGE"
+            | "MERGE_AUTOSTASH"
+            | "BRANCH_DESCRIPTION"
             | "rebase-merge"
             | "rebase-apply"
             | "sequencer"
@@ -331,6 +333,7 @@ fn writable_entry(name: &OsStr) -> bool {
         || name.ends_with(".lock")
         || name.starts_with("BISECT_")
         || name.starts_with("sharedindex.")
+        || name.starts_with("index.stash.")
 }
 
 /// The names git reads in a git directory to find hooks, configuration,
