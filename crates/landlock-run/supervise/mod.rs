@@ -13,9 +13,12 @@
 //! answering with the result or an installed descriptor (`notify.rs`).
 //!
 //! Lifetime: the command gets SIGKILL when the supervisor dies (parent-death
-//! signal); when the command exits, the supervisor (a child subreaper) kills
-//! whatever it left behind and exits with the command's status, or dies of
-//! the same signal. Signals sent to the launcher are passed on.
+//! signal); when the command exits, the supervisor (a child subreaper, so no
+//! orphan of the tree is re-parented past it) kills and reaps everything
+//! below it, walk after walk of `/proc/<pid>/task/*/children` until one
+//! finds nothing (`kill_leftovers`), and only then exits with the command's
+//! status, or dies of the same signal. Signals sent to the launcher are
+//! passed on.
 //!
 //! A later change can ask the approval chain about one refused path: the
 //! refusal is made in one place (`Fence::perform`) while the thread waits.
@@ -280,7 +283,7 @@ fn supervise(child: Pid) -> ! {
     // A child that is already gone left its SIGCHLD pending (blocked since
     // the fork); reaping first costs nothing and never waits.
     if let Some(status) = reap(child) {
-        kill_leftovers(child);
+        kill_leftovers();
         exit_like(status);
     }
     loop {
@@ -293,7 +296,7 @@ fn supervise(child: Pid) -> ! {
         }
         if sig == libc::SIGCHLD {
             if let Some(status) = reap(child) {
-                kill_leftovers(child);
+                kill_leftovers();
                 exit_like(status);
             }
             continue;
@@ -342,42 +345,154 @@ fn wait_for(child: Pid) -> i32 {
 }
 
 /// Whatever the command left behind (background jobs, daemons that were
-/// reparented here): killed, generation by generation, until no child is left.
-fn kill_leftovers(child: Pid) {
-    for _ in 0..1000 {
-        let _ = rustix::process::kill_process_group(child, Signal::KILL);
-        // No child at all means no descendant: every orphan is reparented
-        // here. The common case, and it needs no /proc scan.
-        let mut status = 0;
-        // SAFETY: as in reap.
-        let none = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } < 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
-        if none {
-            return;
-        }
-        let kids = children();
-        if kids.is_empty() {
-            return;
-        }
-        for pid in kids {
-            // SAFETY: kill takes numbers only.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        loop {
-            let mut status = 0;
-            // SAFETY: as in reap.
-            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-            if pid <= 0 {
-                break;
+/// reparented here): every descendant is killed and reaped before this
+/// returns. As the child subreaper, every orphan of the tree is re-parented
+/// to us, never past us, so a walk of our children's trees sees the whole
+/// tree; SIGKILL stops a process from forking (a fork in progress fails
+/// once the signal is pending), and a child forked before its parent was
+/// killed becomes ours when that parent dies, so the next walk finds it.
+/// The loop ends when a walk finds no live descendant and no child is left
+/// to reap. Only a blocking wait on a child we killed ourselves is ever
+/// made: a child re-parented here between two walks is never waited for
+/// before it was killed (that wait would never end).
+fn kill_leftovers() {
+    // Children we may not signal (none should exist: the command runs with
+    // our uid and without capabilities); never waited for.
+    let mut untouchable: Vec<i32> = Vec::new();
+    loop {
+        reap_zombies();
+        let tree = descendants();
+        let mut killed_children = Vec::new();
+        let mut live = false;
+        for (pid, parent) in &tree {
+            if untouchable.contains(pid) {
+                continue;
             }
+            live = true;
+            match signal_kill(*pid, *parent) {
+                Ok(()) if parent.is_none() => killed_children.push(*pid),
+                Ok(()) => {}
+                Err(rustix::io::Errno::PERM) => untouchable.push(*pid),
+                // Gone, or no longer the process we listed.
+                Err(_) => {}
+            }
+        }
+        if live && killed_children.is_empty() {
+            // Only deeper ones, dying: their parents reap them, or they
+            // become ours. Not a busy loop while they do.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for pid in killed_children {
+            let mut status = 0;
+            loop {
+                // SAFETY: as in reap. __WALL: a child made by clone with
+                // another exit signal is waited for too.
+                let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+                if r >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break;
+                }
+            }
+        }
+        if !live {
+            reap_zombies();
+            if no_children_but(&untouchable) {
+                return;
+            }
+            // A child arrived between the walk and the check: look again.
+            std::thread::yield_now();
         }
     }
 }
 
-/// The children of every thread of this process.
-fn children() -> Vec<i32> {
+/// Reaps every child that has already exited, without waiting.
+fn reap_zombies() {
+    loop {
+        let mut status = 0;
+        // SAFETY: as in reap.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+        if pid <= 0 {
+            return;
+        }
+    }
+}
+
+/// Whether every child left (zombies were just reaped) is one we may not
+/// signal.
+fn no_children_but(untouchable: &[i32]) -> bool {
+    let mut status = 0;
+    // SAFETY: as in reap.
+    let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+    if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+        return true;
+    }
+    if r > 0 {
+        // One more exited just now (reaped): the caller looks again.
+        return false;
+    }
+    children_of("self").iter().all(|p| untouchable.contains(p))
+}
+
+/// Every live process below us, each with its parent (`None`: our own
+/// child): our threads' children, then theirs, from
+/// `/proc/<pid>/task/*/children`. Zombies are skipped (they can do nothing,
+/// and their parent reaps them).
+fn descendants() -> Vec<(i32, Option<i32>)> {
+    let mut out: Vec<(i32, Option<i32>)> =
+        children_of("self").into_iter().map(|p| (p, None)).collect();
+    let mut next = 0;
+    while next < out.len() {
+        let pid = out[next].0;
+        next += 1;
+        for c in children_of(&pid.to_string()) {
+            if !out.iter().any(|(p, _)| *p == c) {
+                out.push((c, Some(pid)));
+            }
+        }
+    }
+    out.retain(|(pid, _)| !is_zombie(*pid));
+    out
+}
+
+/// SIGKILL `pid`, listed as a child of `parent` (`None`: ours). Our own
+/// child's pid cannot be reused before we reap it; a deeper one could have
+/// been reaped by its parent and reused since the walk, so it is signalled
+/// through a pidfd taken while it was still `parent`'s child: one opened on
+/// a reused pid names a process whose parent is not `parent` (were it, the
+/// process is of the tree anyway).
+fn signal_kill(pid: i32, parent: Option<i32>) -> Result<(), rustix::io::Errno> {
+    let target = Pid::from_raw(pid).ok_or(rustix::io::Errno::SRCH)?;
+    let Some(parent) = parent else {
+        return rustix::process::kill_process(target, Signal::KILL);
+    };
+    let pidfd = rustix::process::pidfd_open(target, PidfdFlags::empty())?;
+    if parent_of(pid) != Some(parent) {
+        return Err(rustix::io::Errno::SRCH);
+    }
+    rustix::process::pidfd_send_signal(&pidfd, Signal::KILL)
+}
+
+/// The parent pid from `/proc/<pid>/stat` (the field after the state).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn is_zombie(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        // Gone already.
+        return true;
+    };
+    // The state follows the last `)`: a command name may contain both.
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .is_none_or(|s| s == "Z" || s == "X")
+}
+
+/// The children of every thread of process `pid` (`self` for us).
+fn children_of(pid: &str) -> Vec<i32> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return out;
     };
     for task in tasks.flatten() {

@@ -105,6 +105,12 @@ struct ExecArgs {
     /// or `*.example.com`); repeatable.
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
+    /// A TCP port a server of CMD may listen on, on loopback only, under
+    /// deny and allow-listed (where nothing else may listen); repeatable.
+    /// Landlock enforces loopback; under bwrap the listener is in the
+    /// sandbox's private network, unreachable from the host (a gap).
+    #[arg(long = "allow-listen", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    allow_listen: Vec<u16>,
     /// Leave out the default host list (only --allow-host hosts).
     #[arg(long)]
     no_default_hosts: bool,
@@ -252,6 +258,10 @@ async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPo
             return Outcome::Failed(ExitCode::from((128 + sig) as u8));
         }
     };
+    // The status is reported only once nothing the command started runs:
+    // what a runner leaves none of, danger-full-access and an unsupervised
+    // run leave to us as their orphans.
+    tree::kill_descendants();
     match result {
         Ok(r) => Outcome::Finished(Box::new(r)),
         Err(ShellError::SandboxUnavailable(e)) => Outcome::Unavailable(fail(EXIT_UNAVAILABLE, e)),
@@ -327,7 +337,7 @@ fn network_policy(
             .or(config.and_then(|c| c.policy.network))
             .unwrap_or(NetworkMode::default_for(mode)),
     };
-    Ok(NetworkPolicy::new(network, hosts))
+    Ok(NetworkPolicy::new(network, hosts).with_listen(args.allow_listen.clone()))
 }
 
 /// What `--ask` offers after a denial: the next wider file mode for a

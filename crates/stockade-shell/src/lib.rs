@@ -23,6 +23,7 @@ mod output;
 mod piped;
 mod process;
 mod spec;
+pub mod tree;
 
 pub use error::{FdConflict, ShellError};
 pub use executor::{

@@ -116,6 +116,19 @@ impl Drop for GroupGuard {
     }
 }
 
+/// A run dropped before it settled (its caller was cancelled, or the
+/// runtime shut down): the tree below the runner ends first, while the
+/// runner is alive and unreaped (so its pid is still its own) and, as a
+/// subreaper, keeps every orphan of its tree below it; then the fields'
+/// drops kill the group and the runner.
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.0 {
+            sys::kill_tree_below(group);
+        }
+    }
+}
+
 #[cfg(unix)]
 mod sys {
     use rustix::process::{Pid, Signal, kill_process_group};
@@ -129,6 +142,14 @@ mod sys {
     pub(super) fn kill_group(group: Group) {
         // ESRCH (already gone) is the common case and fine.
         let _ = kill_process_group(group, Signal::KILL);
+    }
+
+    /// Every descendant of the unreaped child `group` leads, however it
+    /// left the group (`setsid`, re-parenting inside the runner).
+    pub(super) fn kill_tree_below(group: Group) {
+        if let Ok(pid) = u32::try_from(group.as_raw_pid()) {
+            crate::tree::kill_below(pid);
+        }
     }
 
     pub(super) fn new_group(cmd: &mut tokio::process::Command) {
@@ -158,6 +179,8 @@ mod sys {
     }
 
     pub(super) fn kill_group(_: Group) {}
+
+    pub(super) fn kill_tree_below(_: Group) {}
 
     pub(super) fn new_group(_: &mut tokio::process::Command) {}
 
@@ -612,9 +635,17 @@ impl Running {
         // cancellation, so its pgid cannot have been reused. After a normal
         // exit, stray descendants (`cmd &`) go with a group of our own; a
         // caller that shares its group (a CLI in a terminal) keeps them.
+        // On a timeout or cancellation the runner is still unreaped, so
+        // the tree below it (what left the group too) ends first.
         match end {
             End::Exited(_) if !self.launch.own_group => self.group.disarm(),
-            _ => self.group.kill(),
+            End::Exited(_) => self.group.kill(),
+            End::TimedOut | End::Cancelled => {
+                if let Some(group) = self.group.0 {
+                    sys::kill_tree_below(group);
+                }
+                self.group.kill();
+            }
         }
         let status = match end {
             End::Exited(s) => Some(s),

@@ -1,0 +1,205 @@
+//! Ending a command's whole process tree, however it re-parented.
+//!
+//! A process group is not a tree: `setsid` leaves it, and a process whose
+//! parent dies is re-parented away. Two mechanisms cannot be escaped that
+//! way (Linux; elsewhere these are no-ops and the group kill is all there
+//! is):
+//!
+//! - [`adopt_orphans`] makes this process a child subreaper: every orphan of
+//!   every tree below it is re-parented here, never past it, so
+//!   [`kill_descendants`] (walk our children's trees through
+//!   `/proc/<pid>/task/*/children`, SIGKILL, reap our own children, walk
+//!   again until a walk finds nothing) ends everything this process started.
+//! - [`kill_below`] ends the tree below one child that is still running
+//!   (a runner that is itself a subreaper, like `landlock-run`, keeps its
+//!   tree closed while it lives): every descendant is stopped first, walk
+//!   after walk until one finds nothing new (a stopped process cannot fork,
+//!   and a fork in progress shows as a new child the next walk stops), then
+//!   all are killed through pidfds taken while each was still in the tree.
+
+/// Make orphans of every tree below this process its children (Linux);
+/// elsewhere a no-op. Process-wide: call it where this process owns the
+/// trees it starts (`stockade exec`, `stockade acp`).
+pub fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    {
+        // Failing leaves orphans to init: the walks below still end what
+        // is below a live child, only orphans of finished runs could
+        // linger.
+        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    }
+}
+
+/// SIGKILL every descendant of this process and reap every child, until a
+/// walk finds none. A child we may not signal (it changed its uid) is left
+/// alone and never waited for, so no command can make this hang.
+pub fn kill_descendants() {
+    #[cfg(target_os = "linux")]
+    linux::kill_descendants();
+}
+
+/// SIGKILL every descendant of `root` (not `root` itself), stopping them all
+/// first so none can fork its way past the walk; the caller kills and
+/// reaps `root`. Their own parents reap them.
+pub fn kill_below(root: u32) {
+    #[cfg(target_os = "linux")]
+    linux::kill_below(root);
+    #[cfg(not(target_os = "linux"))]
+    let _ = root;
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::os::fd::OwnedFd;
+
+    use rustix::io::Errno;
+    use rustix::process::{
+        Pid, PidfdFlags, Signal, WaitOptions, getpid, kill_process, pidfd_open, pidfd_send_signal,
+        waitpid,
+    };
+
+    /// The children of every thread of `pid`.
+    fn children_of(pid: i32) -> Vec<i32> {
+        let mut out = Vec::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return out;
+        };
+        for task in tasks.flatten() {
+            let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+        out
+    }
+
+    /// State and parent from `/proc/<pid>/stat` (after the last `)`: a
+    /// command name may contain spaces and parentheses).
+    fn stat(pid: i32) -> Option<(char, i32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+        let state = rest.next()?.chars().next()?;
+        let ppid = rest.next()?.parse().ok()?;
+        Some((state, ppid))
+    }
+
+    /// Every live (not yet dead) process below `root`, each with the parent
+    /// it was listed under.
+    fn walk(root: i32) -> Vec<(i32, i32)> {
+        let mut out: Vec<(i32, i32)> = children_of(root).into_iter().map(|c| (c, root)).collect();
+        let mut next = 0;
+        while next < out.len() {
+            let pid = out[next].0;
+            next += 1;
+            for c in children_of(pid) {
+                if !out.iter().any(|(p, _)| *p == c) {
+                    out.push((c, pid));
+                }
+            }
+        }
+        out.retain(|(pid, _)| stat(*pid).is_some_and(|(s, _)| s != 'Z' && s != 'X'));
+        out
+    }
+
+    /// A pidfd on `pid` while it is still `parent`'s child: one opened on a
+    /// pid reused since the walk names a process whose parent is another
+    /// (or, were it `parent`, a process of the tree anyway).
+    fn hold(pid: i32, parent: i32) -> Result<OwnedFd, Errno> {
+        let fd = pidfd_open(Pid::from_raw(pid).ok_or(Errno::SRCH)?, PidfdFlags::empty())?;
+        match stat(pid) {
+            Some((_, ppid)) if ppid == parent => Ok(fd),
+            _ => Err(Errno::SRCH),
+        }
+    }
+
+    pub(super) fn kill_below(root: u32) {
+        let Ok(root) = i32::try_from(root) else {
+            return;
+        };
+        let mut held: Vec<(i32, OwnedFd)> = Vec::new();
+        let mut refused: Vec<i32> = Vec::new();
+        // Stop, walk after walk, until a walk finds nothing new. Bounded by
+        // the tree: each round stops what it finds, and a stopped process
+        // makes nothing new.
+        loop {
+            let mut new = false;
+            for (pid, parent) in walk(root) {
+                if held.iter().any(|(p, _)| *p == pid) || refused.contains(&pid) {
+                    continue;
+                }
+                match hold(pid, parent) {
+                    Ok(fd) => {
+                        // EPERM: not ours to stop (its uid changed).
+                        if pidfd_send_signal(&fd, Signal::STOP).is_ok() {
+                            held.push((pid, fd));
+                            new = true;
+                        } else {
+                            refused.push(pid);
+                        }
+                    }
+                    // Re-parented since the walk (or gone): the next walk
+                    // lists it under its new parent.
+                    Err(_) => new = true,
+                }
+            }
+            if !new {
+                break;
+            }
+        }
+        for (_, fd) in &held {
+            let _ = pidfd_send_signal(fd, Signal::KILL);
+        }
+    }
+
+    pub(super) fn kill_descendants() {
+        let me = getpid().as_raw_pid();
+        let mut untouchable: Vec<i32> = Vec::new();
+        loop {
+            reap_exited();
+            let mut live = false;
+            let mut killed = Vec::new();
+            for (pid, parent) in walk(me) {
+                if untouchable.contains(&pid) {
+                    continue;
+                }
+                live = true;
+                let sent = if parent == me {
+                    // Our own child: its pid is ours until we reap it.
+                    Pid::from_raw(pid)
+                        .ok_or(Errno::SRCH)
+                        .and_then(|p| kill_process(p, Signal::KILL))
+                } else {
+                    hold(pid, parent).and_then(|fd| pidfd_send_signal(&fd, Signal::KILL))
+                };
+                match sent {
+                    Ok(()) if parent == me => killed.push(pid),
+                    Ok(()) => {}
+                    Err(Errno::PERM) => untouchable.push(pid),
+                    Err(_) => {}
+                }
+            }
+            if !live {
+                reap_exited();
+                return;
+            }
+            if killed.is_empty() {
+                // Only deeper ones, dying: their parents reap them, or they
+                // become ours. Not a busy loop meanwhile.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            // Only children we killed are waited for: once reaped, their
+            // own children have been handed to us for the next walk.
+            for pid in killed {
+                if let Some(p) = Pid::from_raw(pid) {
+                    while let Err(Errno::INTR) = waitpid(Some(p), WaitOptions::empty()) {}
+                }
+            }
+        }
+    }
+
+    /// Reap every child that already exited, without waiting.
+    fn reap_exited() {
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+    }
+}
