@@ -451,3 +451,68 @@ fn shell_rc_files_and_the_global_gitconfig_are_read_only_when_home_is_writable()
         }
     }
 }
+
+/// Programs and scripts the configuration names (`core.fsmonitor`,
+/// `core.pager`, a filter, an alias) and the files it includes are
+/// read-only where they lie in the workspace; the user's next `git status`
+/// runs the monitor as it was.
+#[test]
+fn programs_and_includes_the_config_names_are_read_only() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let home = owned_dir(&base, "home-", who);
+            let ws = repo(&base, who, home.path());
+            let p = ws.path();
+            let marker = home.path().join("planted-ran");
+            fs::create_dir(p.join("tools")).unwrap();
+            for f in ["mon.sh", "pager.sh", "clean.sh", "st.sh"] {
+                fs::write(p.join("tools").join(f), "#!/bin/sh\nexit 0\n").unwrap();
+                fs::set_permissions(p.join("tools").join(f), fs::Permissions::from_mode(0o755))
+                    .unwrap();
+            }
+            fs::write(
+                p.join("team.gitconfig"),
+                "[filter \"x\"]\n\tclean = sh tools/clean.sh\n[alias]\n\tst = !tools/st.sh\n",
+            )
+            .unwrap();
+            let mut cfg = fs::read_to_string(p.join(".git/config")).unwrap();
+            cfg.push_str(
+                "[core]\n\tfsmonitor = tools/mon.sh\n\tpager = \"./tools/pager.sh\" -R\n[include]\n\tpath = ../team.gitconfig\n",
+            );
+            fs::write(p.join(".git/config"), cfg).unwrap();
+            who.own(p);
+            for target in [
+                "tools/mon.sh",
+                "tools/pager.sh",
+                "tools/clean.sh",
+                "tools/st.sh",
+                "team.gitconfig",
+            ] {
+                let attack = format!(
+                    "printf '#!/bin/sh\\ntouch {}\\n' > {target}",
+                    marker.display()
+                );
+                let out = exec(who, home.path(), None, backend, p, &[], &attack);
+                assert!(!out.status.success(), "{who:?} {backend}: rewrote {target}");
+            }
+            let st = user_git(who, home.path(), None, p, &["status"]);
+            assert!(st.status.success(), "{}", text(&st.stderr));
+            assert!(
+                !marker.exists(),
+                "{who:?} {backend}: a rewritten program ran"
+            );
+            // The rest of the tree is written as ever.
+            let out = exec(
+                who,
+                home.path(),
+                None,
+                backend,
+                p,
+                &[],
+                "echo x > tools/other.sh",
+            );
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+    }
+}
