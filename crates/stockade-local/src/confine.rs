@@ -304,7 +304,12 @@ fn other_names(
         }
         names.push((link, false));
     }
-    let mounts = aliases::read_mounts().map_err(fail)?;
+    // Without a mount table (no /proc) the other mounts cannot be looked
+    // for; the run says so rather than refuse every run on such a host.
+    let (mounts, unread) = match aliases::read_mounts() {
+        Ok(m) => (m, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
     let mut all: Vec<(PathBuf, bool)> = objects.to_vec();
     all.extend(names.iter().cloned());
     for (path, _) in &all {
@@ -359,6 +364,9 @@ fn other_names(
             list.join(", "),
             aliases::WALK_LIMIT
         ));
+    }
+    if let Some(e) = unread {
+        gap.push_str(&format!("; other mounts were not looked for: {e}"));
     }
     Ok(OtherNames { names: out, gap })
 }
@@ -650,7 +658,7 @@ pub(crate) fn protections_for(
             ));
             out.push(p(
                 "network",
-                "deny: a private network namespace with its own loopback only; allow-listed: the same, with the proxy relayed in as the only way out",
+                "deny: a private network namespace with its own loopback only; allow-listed: the same, with the proxy relayed in as the only way out; both: AF_VSOCK, AF_PACKET and netlink beyond route and sock_diag refused (seccomp), io_uring refused; listening only on the private loopback, so --allow-listen cannot serve the host (gap listen)",
             ));
         }
         Backend::Landlock => {
@@ -666,7 +674,7 @@ pub(crate) fn protections_for(
             out.push(p(
                 "network",
                 if abi >= 4 {
-                    "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp)".to_owned()
+                    "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp); both: listen and accept refused, io_uring refused; --allow-listen PORT: bind on PORT (Landlock) and listen only on a loopback address (the supervisor checks each listen)".to_owned()
                 } else {
                     format!("deny: no network socket at all (seccomp); allow-listed: NOT enforced for TCP (Landlock ABI {abi} < 4; gap network)")
                 },
