@@ -51,7 +51,7 @@ pub enum AliasError {
         why: &'static str,
     },
     #[error(
-        "deny-read file {} has {links} names (hard links) but only {} found ({}) in {}; a confined command could read it by another one, so nothing ran. Remove the other link, or take the file off deny_read",
+        "deny-read file {} has {links} names (hard links) but only {} found ({}) in {}; a confined command could read it by another one, so nothing ran. Add the other name to deny_read too, remove that link, or take the file off deny_read",
         path.display(), found.len(), list(found), if scanned.is_empty() { "no scanned tree".to_owned() } else { format!("the trees scanned ({})", list(scanned)) }
     )]
     UncoveredLinks {
@@ -627,6 +627,11 @@ mod tests {
             other => panic!("{other}"),
         }
         assert!(e.to_string().contains("has 4 names"), "{e}");
+        // Naming the far one on the list too accounts for it.
+        let both = vec![secret.clone(), other.join("far")];
+        let links = hard_links(&both, &[], std::slice::from_ref(&ws)).unwrap();
+        links.uncovered(std::slice::from_ref(&ws)).unwrap();
+        assert_eq!(links.other_names(&both, &[]), [ws.join("deep/er/copy")]);
         // A denied file (not directory) counts the same; a carved-out root
         // inside a denied directory is not denied.
         let one = |p: &PathBuf| vec![p.clone()];
