@@ -107,6 +107,7 @@ fn scripts(base: &Path) -> tempfile::TempDir {
         ("uring.py", URING),
         ("listen.py", LISTEN),
         ("net.py", FAMILIES),
+        ("serve.py", SERVE),
     ] {
         let p = d.path().join(name);
         fs::write(&p, text).unwrap();
@@ -371,11 +372,15 @@ except OSError:
     pass
 "#;
 
-/// A network namespace with a veth pair: the host side 10.213.0.1, the
-/// peer 10.213.0.2. Removed (with its veth) when dropped.
+/// A network namespace with a veth pair: the host side 10.213.N.1, the
+/// peer 10.213.N.2, N distinct per peer (tests run in parallel). Removed
+/// (with its veth) when dropped.
 struct Peer {
     ns: String,
+    host: String,
 }
+
+static PEERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Peer {
     fn new() -> Option<Peer> {
@@ -387,18 +392,20 @@ impl Peer {
         if !stockade_testkit::require("ip (iproute2)", ip) {
             return None;
         }
-        let id = std::process::id() % 100_000;
+        let n = PEERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 250;
+        let id = (std::process::id() % 10_000) * 1000 + n;
         let peer = Peer {
             ns: format!("sgate{id}"),
+            host: format!("10.213.{n}.1"),
         };
         let (host, inner) = (format!("sgh{id}"), format!("sgp{id}"));
         for cmd in [
             format!("ip netns add {}", peer.ns),
             format!("ip link add {host} type veth peer name {inner}"),
             format!("ip link set {inner} netns {}", peer.ns),
-            format!("ip addr add 10.213.0.1/30 dev {host}"),
+            format!("ip addr add {}/30 dev {host}", peer.host),
             format!("ip link set {host} up"),
-            format!("ip -n {} addr add 10.213.0.2/30 dev {inner}", peer.ns),
+            format!("ip -n {} addr add 10.213.{n}.2/30 dev {inner}", peer.ns),
             format!("ip -n {} link set {inner} up", peer.ns),
             format!("ip -n {} link set lo up", peer.ns),
         ] {
@@ -411,7 +418,8 @@ impl Peer {
     /// What a client in the namespace reads from 10.213.0.1:port.
     fn fetch(&self, port: u16) -> String {
         let client = format!(
-            "import socket\ntry:\n s = socket.create_connection(('10.213.0.1', {port}), timeout=5)\n print(s.recv(100).decode() or 'empty')\nexcept OSError as e:\n print('failed', e.errno)"
+            "import socket\ntry:\n s = socket.create_connection(('{}', {port}), timeout=5)\n print(s.recv(100).decode() or 'empty')\nexcept OSError as e:\n print('failed', e.errno)",
+            self.host
         );
         let out = Command::new("ip")
             .args(["netns", "exec", &self.ns, PY, "-c", &client])
@@ -430,7 +438,23 @@ impl Drop for Peer {
 /// Runs `cmd` (which runs LISTEN with `report` as its argument), waits for
 /// the report, lets the peer try the port it names, and returns the report
 /// and what the peer read.
-fn listen_and_knock(mut cmd: Command, report: &Path, peer: &Peer) -> (String, Option<String>) {
+fn listen_and_knock(cmd: Command, report: &Path, peer: &Peer) -> (String, Option<String>) {
+    let (child, line) = spawn_until_report(cmd, report);
+    let read = line
+        .strip_prefix("port ")
+        .map(|p| peer.fetch(p.split(' ').next().unwrap().parse().unwrap()));
+    finish(child, report);
+    (line, read)
+}
+
+fn finish(child: std::process::Child, report: &Path) {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+    fs::remove_file(report).unwrap();
+}
+
+/// Starts `cmd` and waits for the line it writes to `report`.
+fn spawn_until_report(mut cmd: Command, report: &Path) -> (std::process::Child, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -449,13 +473,7 @@ fn listen_and_knock(mut cmd: Command, report: &Path, peer: &Peer) -> (String, Op
         assert!(start.elapsed() < Duration::from_secs(60), "no report");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let read = line
-        .strip_prefix("port ")
-        .map(|p| peer.fetch(p.parse().unwrap()));
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", show(&out));
-    fs::remove_file(report).unwrap();
-    (line, read)
+    (child, line)
 }
 
 /// The door the red team walked through: under allow-listed (and deny) a
@@ -503,6 +521,103 @@ fn no_door_inward_from_a_peer_on_another_address() {
                     ),
                 }
             }
+        }
+    }
+}
+
+/// A dev server under `--allow-listen PORT`: it tries listen() unbound and
+/// on 0.0.0.0:PORT, then serves one connection on 127.0.0.1:PORT; the
+/// report says which worked.
+const SERVE: &str = r#"
+import os, socket, sys
+out, port = sys.argv[1], int(sys.argv[2])
+def report(line):
+    with open(out + ".tmp", "w") as f:
+        f.write(line)
+    os.rename(out + ".tmp", out)
+def attempt(f):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        f(s); return "ok"
+    except OSError:
+        return "refused"
+    finally:
+        s.close()
+def unbound(s):
+    s.listen(1)
+def every_address(s):
+    s.bind(("0.0.0.0", port)); s.listen(1)
+tried = [attempt(unbound), attempt(every_address)]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(4)
+report("port %d %s" % (port, " ".join(tried)))
+s.settimeout(5)
+try:
+    c, _ = s.accept(); c.sendall(b"hello"); c.close()
+except OSError:
+    pass
+"#;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `--allow-listen PORT` under Landlock: a server listens on loopback at
+/// PORT and the host's loopback reaches it; listening unbound or on every
+/// address is refused, and the peer on another address never connects.
+/// Under bwrap the listener is in the private namespace: the run names the
+/// `listen` gap.
+#[test]
+fn allow_listen_serves_loopback_only() {
+    if !python() || !rustix::process::geteuid().is_root() {
+        assert!(!stockade_testkit::in_ci(), "CI runs as root");
+        return;
+    }
+    let Some(peer) = Peer::new() else { return };
+    let base = base();
+    let scripts = scripts(&base);
+    let serve = scripts.path().join("serve.py");
+    for who in users() {
+        let state = owned_dir(&base, "serve-state-", who);
+        let ws = owned_dir(&base, "serve-ws-", who);
+        let report = ws.path().join("report");
+        for network in ["deny", "allow-listed"] {
+            let port = free_port();
+            let mut c = exec_cmd(who, state.path(), "landlock", network, ws.path());
+            c.args(["--allow-listen", &port.to_string(), "--", PY])
+                .arg(&serve)
+                .arg(&report)
+                .arg(port.to_string());
+            let (child, line) = spawn_until_report(c, &report);
+            let what = format!("{who:?} {network}");
+            assert_eq!(line, format!("port {port} refused refused"), "{what}");
+            let knocked = peer.fetch(port);
+            assert!(
+                knocked.starts_with("failed"),
+                "{what}: the peer read {knocked}"
+            );
+            let mut local = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut got = String::new();
+            std::io::Read::read_to_string(&mut local, &mut got).unwrap();
+            assert_eq!(got, "hello", "{what}");
+            finish(child, &report);
+        }
+        if backends().contains(&"bwrap") {
+            let out = exec_cmd(who, state.path(), "bwrap", "deny", ws.path())
+                .args(["--json", "--allow-listen", "8080", "--", "true"])
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let gaps = &v["result"]["sandbox"]["gaps"];
+            assert!(
+                gaps.as_array()
+                    .is_some_and(|g| g.iter().any(|g| g["name"] == "listen")),
+                "{who:?} bwrap: {gaps}"
+            );
         }
     }
 }

@@ -33,6 +33,9 @@ pub const NETWORK: &str = "network";
 /// Under `allow-listed`, TCP to the proxy's port is allowed on every
 /// address, not only loopback (Landlock governs TCP by port alone).
 pub const NETWORK_PORT: &str = "network-port";
+/// `--allow-listen` under bwrap: the listener is on the sandbox's private
+/// loopback, which nothing on the host can reach.
+pub const LISTEN: &str = "listen";
 
 /// Every name, for tests and documentation.
 pub const ALL: &[&str] = &[
@@ -47,4 +50,5 @@ pub const ALL: &[&str] = &[
     DENY_READ_ALIASES,
     NETWORK,
     NETWORK_PORT,
+    LISTEN,
 ];

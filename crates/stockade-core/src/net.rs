@@ -23,6 +23,15 @@ pub struct NetworkPolicy {
     /// reads them.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// `--allow-listen PORT`: under `deny` and `allow-listed` nothing may
+    /// listen (a listener on the host's network could be reached from
+    /// outside) except on these TCP ports, bound to loopback. Landlock
+    /// enforces it (bind by port, the supervisor checks the address of each
+    /// listen); under bwrap the listener is in the sandbox's private
+    /// namespace, which the host cannot reach (named as a gap). Under
+    /// `allow` it changes nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_listen: Vec<u16>,
 }
 
 impl Default for NetworkPolicy {
@@ -32,6 +41,7 @@ impl Default for NetworkPolicy {
         Self {
             mode: NetworkMode::Allow,
             allowed_hosts: Vec::new(),
+            allow_listen: Vec::new(),
         }
     }
 }
@@ -41,6 +51,22 @@ impl NetworkPolicy {
         Self {
             mode,
             allowed_hosts,
+            allow_listen: Vec::new(),
+        }
+    }
+
+    /// The same policy with `ports` granted for listening on loopback.
+    pub fn with_listen(mut self, ports: Vec<u16>) -> Self {
+        self.allow_listen = ports;
+        self
+    }
+
+    /// The loopback ports a listener may use under this policy: none is
+    /// needed under `allow` (the host's network, unchanged).
+    pub fn listen_ports(&self) -> &[u16] {
+        match self.mode {
+            NetworkMode::Allow => &[],
+            NetworkMode::Deny | NetworkMode::AllowListed => &self.allow_listen,
         }
     }
 

@@ -760,6 +760,13 @@ impl LocalProvider {
         prepared.profile.net = net.profile;
         prepared.profile.command_env.extend(net.env);
         prepared.gaps.extend(net.gaps);
+        prepared.profile.allow_listen = policy.network.listen_ports().to_vec();
+        if backend == Backend::Bwrap && !prepared.profile.allow_listen.is_empty() {
+            prepared.gaps.push(stockade_core::Gap::new(
+                stockade_core::gaps::LISTEN,
+                "--allow-listen: the listener is on the sandbox's private loopback, which nothing on the host can reach (use the landlock backend for a dev server)",
+            ));
+        }
         let runner = sel.runner.as_os_str();
         let mut gaps = confine::gaps_for(
             backend,

@@ -126,6 +126,10 @@ pub struct LinuxProfile {
     /// Deny-read paths that exist, in the policy's order.
     pub deny_read: Vec<DenyMask>,
     pub net: ProfileNet,
+    /// `--allow-listen` ports under `deny` and `allow-listed`: landlock-run
+    /// lets a listener use them on loopback only; bwrap's namespace is
+    /// private, so they mean nothing there (the caller names the gap).
+    pub allow_listen: Vec<u16>,
 }
 
 /// The `/proc` entries bwrap must cover read-only in a confining mode.
@@ -358,6 +362,12 @@ pub fn landlock_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
             out.push(port.to_string().into());
         }
     }
+    if p.net != ProfileNet::Host {
+        for port in &p.allow_listen {
+            out.push("--allow-listen".into());
+            out.push(port.to_string().into());
+        }
+    }
     if p.unsupervised {
         out.push("--no-supervise".into());
     }
@@ -458,6 +468,7 @@ mod tests {
             unsupervised: false,
             deny_read: vec![],
             net: ProfileNet::Host,
+            allow_listen: Vec::new(),
         }
     }
 
@@ -691,6 +702,20 @@ mod tests {
         assert!(!strs(&b).contains(&"--net-bridge"));
         let l = landlock_args(&deny, &cmd());
         assert!(strs(&l).contains(&"--net-deny"));
+        let listening = LinuxProfile {
+            allow_listen: vec![8080],
+            ..deny.clone()
+        };
+        let l = landlock_args(&listening, &cmd());
+        assert!(strs(&l).windows(2).any(|w| w == ["--allow-listen", "8080"]));
+        let l = landlock_args(
+            &LinuxProfile {
+                net: ProfileNet::Host,
+                ..listening
+            },
+            &cmd(),
+        );
+        assert!(!strs(&l).contains(&"--allow-listen"));
         let proxy = LinuxProfile {
             net: ProfileNet::Proxy {
                 port: 4321,
