@@ -262,6 +262,16 @@ async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPo
     // what a runner leaves none of, danger-full-access and an unsupervised
     // run leave to us as their orphans.
     tree::kill_descendants();
+    // What the audit after the run set aside, whatever else happened
+    // (JSON carries it in the result).
+    if let Ok(r) = &result
+        && let Some(f) = &r.sandbox
+        && !args.json
+    {
+        for line in f.after_run_lines() {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
     match result {
         Ok(r) => Outcome::Finished(Box::new(r)),
         Err(ShellError::SandboxUnavailable(e)) => Outcome::Unavailable(fail(EXIT_UNAVAILABLE, e)),

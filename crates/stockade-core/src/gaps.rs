@@ -37,6 +37,12 @@ pub const NETWORK_PORT: &str = "network-port";
 /// loopback, which nothing on the host can reach.
 pub const LISTEN: &str = "listen";
 
+/// What a run creates that the host later runs (a protect-list name, a
+/// nested repository staged as a gitlink) is set aside only after the
+/// command's tree has ended: while it still runs, the host (an editor's
+/// direnv, the user's `git status`) may act on it first.
+pub const AFTER_RUN: &str = "after-run";
+
 /// Every name, for tests and documentation.
 pub const ALL: &[&str] = &[
     METADATA,
@@ -50,5 +56,6 @@ pub const ALL: &[&str] = &[
     DENY_READ_ALIASES,
     NETWORK,
     NETWORK_PORT,
+    AFTER_RUN,
     LISTEN,
 ];

@@ -24,7 +24,8 @@ pub use mode::{
 pub use net::NetworkPolicy;
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
-    BackendAttempt, Confined, Gap, NetworkLog, NetworkLogHandle, PassFd, SANDBOX_UNAVAILABLE,
-    SandboxProvider, SandboxUnavailable, SessionEndError, StatusChannel,
+    AfterRun, AfterRunHandle, AfterRunReport, BackendAttempt, Confined, Gap, NetworkLog,
+    NetworkLogHandle, PassFd, QuarantineReason, Quarantined, SANDBOX_UNAVAILABLE, SandboxProvider,
+    SandboxUnavailable, SessionEndError, StatusChannel,
 };
 pub use runner_failure::{FatalLine, RunnerFailureRule};

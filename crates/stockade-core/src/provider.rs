@@ -53,6 +53,93 @@ pub struct Confined {
     /// Where this run's refused network requests are recorded (the proxy
     /// of an `allow-listed` run); read once the run has ended.
     pub network_log: Option<NetworkLogHandle>,
+    /// What the spawner calls once the command's whole tree has ended and
+    /// before it reports the result (foreground runs and background jobs
+    /// alike): the provider's look, outside the sandbox, at what the run
+    /// left that the host would later run (see [`AfterRun`]).
+    pub after_run: Option<AfterRunHandle>,
+}
+
+/// The provider's audit of what a run left behind, performed by the
+/// spawner outside the sandbox after the command's whole tree has ended.
+pub trait AfterRun: Send + Sync + fmt::Debug {
+    /// Look, act (set aside what the host must not pick up) and say what
+    /// was done. Called at most once per run.
+    fn after_run(&self) -> AfterRunReport;
+}
+
+/// A shared [`AfterRun`]; two handles are equal when they are the same.
+#[derive(Debug, Clone)]
+pub struct AfterRunHandle(pub Arc<dyn AfterRun>);
+
+impl PartialEq for AfterRunHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for AfterRunHandle {}
+
+/// What the after-run audit did: each entry is a fact of the run's result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AfterRunReport {
+    /// Entries the run created or replaced that the host would later run,
+    /// each renamed aside in its own directory (nothing is deleted).
+    pub quarantined: Vec<Quarantined>,
+    /// What could not be looked at or set aside, and why.
+    pub unchecked: Vec<String>,
+}
+
+impl AfterRunReport {
+    pub fn is_empty(&self) -> bool {
+        self.quarantined.is_empty() && self.unchecked.is_empty()
+    }
+}
+
+/// Why an entry was set aside after a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuarantineReason {
+    /// A name on the protect list (`.envrc`, `~/.gitconfig`, ...) that the
+    /// run created or replaced.
+    ProtectedName,
+    /// The `.git` of a gitlink (a nested repository staged in the index)
+    /// that the run created, or whose configuration it made name a program:
+    /// the user's next `git status` would recurse into it and run that.
+    NestedRepository,
+}
+
+/// One entry set aside: `path` was renamed to `moved_to`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Quarantined {
+    #[serde(serialize_with = "display_path")]
+    pub path: PathBuf,
+    #[serde(serialize_with = "display_path")]
+    pub moved_to: PathBuf,
+    pub reason: QuarantineReason,
+}
+
+fn display_path<S: serde::Serializer>(p: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&p.display())
+}
+
+/// The one wording of a quarantine, for the user and the model alike.
+impl fmt::Display for Quarantined {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.reason {
+            QuarantineReason::ProtectedName => {
+                "the run created a file the host or an editor runs without asking"
+            }
+            QuarantineReason::NestedRepository => {
+                "the run made a nested repository staged as a gitlink, which the next git status would run"
+            }
+        };
+        write!(
+            f,
+            "stockade: after the run: {what}: {} was moved aside to {} (do not recreate it; the host would run it unconfined)",
+            self.path.display(),
+            self.moved_to.display()
+        )
+    }
 }
 
 /// What a run's network guard refused, by host, read after the run.

@@ -87,6 +87,11 @@ pub fn runner_failed(line: &str) -> String {
     )
 }
 
+/// What the audit after a run could not look at or set aside.
+pub fn after_run_unchecked(what: &str) -> String {
+    format!("stockade: after the run: not checked: {what}")
+}
+
 /// `sandbox_permissions` sent to a tool whose executor does not confine.
 pub const ESCALATION_NOT_OFFERED: &str = "sandbox_permissions and justification are not parameters of this tool (commands are not sandboxed here): nothing was run.";
 

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use stockade_core::{
-    ConfiningMode, Gap, PassFd, SandboxPolicy, SandboxUnavailable, StatusChannel, gaps,
+    AfterRunHandle, ConfiningMode, Gap, PassFd, SandboxPolicy, SandboxUnavailable, StatusChannel,
+    gaps,
 };
 use stockade_roots::{HeldDir, RootPins, beneath};
 
@@ -34,6 +35,8 @@ pub(crate) struct Prepared {
     pub read_only: Vec<PathBuf>,
     /// What this profile cannot enforce of the policy's file lists.
     pub gaps: Vec<Gap>,
+    /// The look after the run at what it left that the host would run.
+    pub after_run: Option<AfterRunHandle>,
 }
 
 fn refused(e: impl std::fmt::Display) -> SandboxUnavailable {
@@ -124,6 +127,7 @@ pub(crate) fn prepare(
     }
     let mut writable = vec![PathBuf::from("/dev/null")];
     let mut read_only = Vec::new();
+    let mut after_run = None;
     if policy.mode == ConfiningMode::WorkspaceWrite {
         // Verifies the temp roots too; read-only grants none of them.
         let ws = pins.workspace(policy.workspace_root()).map_err(refused)?;
@@ -155,8 +159,14 @@ pub(crate) fn prepare(
         if bwrap_like || facts.supervised {
             read_only = protect(pins, &ws, &policy.files.read_only, &mut fds, &mut profile)?;
         }
+        // After what stockade itself made above (missing git names), so
+        // only what the run makes counts as new.
+        after_run = audit::take(&roots, &policy.files.read_only, ws.path());
     }
-    let gaps = deny_reads(pins, policy, bwrap_like, &writable, &mut fds, &mut profile)?;
+    let mut gaps = deny_reads(pins, policy, bwrap_like, &writable, &mut fds, &mut profile)?;
+    if after_run.is_some() {
+        gaps.push(Gap::new(gaps::AFTER_RUN, audit::GAP));
+    }
     Ok(Prepared {
         deny_read: profile.deny_read.iter().map(|m| m.path.clone()).collect(),
         profile,
@@ -164,7 +174,81 @@ pub(crate) fn prepare(
         writable,
         read_only,
         gaps,
+        after_run,
     })
+}
+
+/// The post-run audit (`stockade_roots::audit`) as the provider's
+/// [`AfterRun`] hook: a run's protect-list names and the workspace's
+/// gitlinks, looked at before it and again once its tree has ended.
+mod audit {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use stockade_core::AfterRunHandle;
+    use stockade_roots::HeldDir;
+
+    /// The window the audit leaves, for the run's gaps.
+    pub(crate) const GAP: &str = "a protect-list name (.envrc, ~/.gitconfig, .vscode/, ...) or a nested repository staged as a gitlink that the run creates is set aside only after the command's whole tree has ended; while it still runs, the host (an editor's direnv, the user's git status) may run it first";
+
+    #[cfg(unix)]
+    pub(crate) fn take(
+        roots: &[Arc<HeldDir>],
+        named: &[PathBuf],
+        workspace: &Path,
+    ) -> Option<AfterRunHandle> {
+        let snap = stockade_roots::audit::Snapshot::take(roots, named, workspace);
+        Some(AfterRunHandle(Arc::new(Audit {
+            snap: std::sync::Mutex::new(Some(snap)),
+        })))
+    }
+
+    #[cfg(not(unix))]
+    pub(crate) fn take(_: &[Arc<HeldDir>], _: &[PathBuf], _: &Path) -> Option<AfterRunHandle> {
+        None
+    }
+
+    #[cfg(unix)]
+    #[derive(Debug)]
+    struct Audit {
+        /// Taken by the one call the spawner makes.
+        snap: std::sync::Mutex<Option<stockade_roots::audit::Snapshot>>,
+    }
+
+    #[cfg(unix)]
+    impl stockade_core::AfterRun for Audit {
+        fn after_run(&self) -> stockade_core::AfterRunReport {
+            use stockade_core::{AfterRunReport, QuarantineReason, Quarantined};
+            use stockade_roots::audit::ActionKind;
+            let snap = self
+                .snap
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            let Some(snap) = snap else {
+                return AfterRunReport::default();
+            };
+            let (report, before) = snap.audit();
+            AfterRunReport {
+                quarantined: report
+                    .actions
+                    .into_iter()
+                    .map(|a| Quarantined {
+                        path: a.path,
+                        moved_to: a.moved_to,
+                        reason: match a.kind {
+                            ActionKind::ProtectedName => QuarantineReason::ProtectedName,
+                            ActionKind::NestedRepository => QuarantineReason::NestedRepository,
+                        },
+                    })
+                    .collect(),
+                unchecked: before
+                    .into_iter()
+                    .chain(report.unchecked.iter().map(ToString::to_string))
+                    .collect(),
+            }
+        }
+    }
 }
 
 /// The deny-read paths that exist, held by identity, as masks, with every

@@ -718,6 +718,7 @@ impl LocalProvider {
                 deny_read: prepared.deny_read,
                 read_only: prepared.read_only,
                 network_log: None,
+                after_run: prepared.after_run,
             });
         }
         let sel = self.selected_guarding(&guards)?;
@@ -801,6 +802,7 @@ impl LocalProvider {
             deny_read: prepared.deny_read,
             read_only: prepared.read_only,
             network_log: net.log,
+            after_run: prepared.after_run,
         })
     }
 }

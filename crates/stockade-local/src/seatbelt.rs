@@ -260,6 +260,7 @@ pub(crate) fn confine(
         deny_read: vec![],
         read_only: vec![],
         network_log: None,
+        after_run: None,
     })
 }
 

@@ -451,6 +451,7 @@ impl PlatformRung for FakeRung {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+            after_run: None,
         })
     }
     fn report(&self) -> BackendReport {

@@ -89,7 +89,7 @@ pub(crate) fn targets(top: &Path, gitdirs: &[PathBuf]) -> (Vec<PathBuf>, Vec<Tar
 /// section and key lower-cased (git compares them case-insensitively; the
 /// subsection is not needed to decide what a key runs). A file git cannot
 /// parse makes git itself refuse to run, so it names nothing.
-fn entries(bytes: &[u8]) -> Vec<(String, String, OsString)> {
+pub(crate) fn entries(bytes: &[u8]) -> Vec<(String, String, OsString)> {
     let Ok(file) = gix_config::File::from_bytes_no_includes(
         bytes,
         Metadata::from(gix_config::Source::Local),
@@ -142,7 +142,7 @@ fn is_command(section: &str, key: &str) -> bool {
     )
 }
 
-fn classify(
+pub(crate) fn classify(
     section: &str,
     key: &str,
     value: &OsStr,

@@ -15,9 +15,13 @@
 
 #[cfg(unix)]
 pub mod aliases;
+#[cfg(unix)]
+pub mod audit;
 mod extra;
 #[cfg(unix)]
 mod gitconfig;
+#[cfg(unix)]
+pub mod gitindex;
 #[cfg(unix)]
 mod protect;
 mod resolve;

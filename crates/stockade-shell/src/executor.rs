@@ -388,6 +388,7 @@ impl SandboxedExecutor {
                 read_only: vec![],
                 network: NetworkMode::Allow,
                 network_log: None,
+                after_run: None,
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -409,6 +410,7 @@ impl SandboxedExecutor {
             read_only: confined.read_only,
             network: sandbox.network.mode,
             network_log: confined.network_log,
+            after_run: confined.after_run,
         };
         Ok(launch(spec, confined.argv, Some(wrap), self.limits))
     }

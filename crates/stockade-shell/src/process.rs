@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use stockade_core::status::RunnerStatus;
 use stockade_core::{
-    Enforcement, Gap, NetworkLogHandle, NetworkMode, PassFd, RunnerFailureRule, SandboxMode,
-    SandboxUnavailable, StatusChannel,
+    AfterRunHandle, AfterRunReport, Enforcement, Gap, NetworkLogHandle, NetworkMode, PassFd,
+    RunnerFailureRule, SandboxMode, SandboxUnavailable, StatusChannel,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
@@ -51,6 +51,8 @@ pub(crate) struct Wrap {
     pub network: NetworkMode,
     /// The run's proxy record of refused hosts (allow-listed).
     pub network_log: Option<NetworkLogHandle>,
+    /// The provider's audit, called once the run's tree has ended.
+    pub after_run: Option<AfterRunHandle>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -712,6 +714,18 @@ impl Running {
             net_hosts.clear();
         }
         let denied = file_denied || network_denied;
+        // The provider's look at what the run left that the host would
+        // run: only now, with the runner reaped (both backends end the
+        // command's whole tree with it), and before anything is reported.
+        let after_run = match self.launch.wrap.as_ref().and_then(|w| w.after_run.clone()) {
+            Some(h) => tokio::task::spawn_blocking(move || h.0.after_run())
+                .await
+                .unwrap_or_else(|e| AfterRunReport {
+                    quarantined: vec![],
+                    unchecked: vec![format!("the after-run audit did not finish: {e}")],
+                }),
+            None => AfterRunReport::default(),
+        };
         let sandbox = self.launch.wrap.as_ref().map(|w| SandboxFacts {
             mode: w.mode,
             backend: w.backend,
@@ -728,6 +742,7 @@ impl Running {
             network_denied,
             network_denied_hosts: net_hosts.clone(),
             gaps: w.gaps.clone(),
+            after_run: after_run.clone(),
         });
         let backend = self.launch.wrap.as_ref().and_then(|w| w.backend);
         Settled {

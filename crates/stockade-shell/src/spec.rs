@@ -3,7 +3,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Enforcement, ExecutionPolicy, Gap, NetworkMode, SandboxMode, texts};
+use stockade_core::{
+    AfterRunReport, Enforcement, ExecutionPolicy, Gap, NetworkMode, SandboxMode, texts,
+};
 
 use crate::output::CapturedOutput;
 
@@ -208,6 +210,10 @@ pub struct SandboxFacts {
     /// reads as more confined than it was. Empty under danger-full-access,
     /// which claims to govern nothing in the first place.
     pub gaps: Vec<Gap>,
+    /// What the provider's audit after the run set aside (and could not
+    /// look at): entries the run created that the host would later run.
+    #[serde(skip_serializing_if = "AfterRunReport::is_empty")]
+    pub after_run: AfterRunReport,
 }
 
 impl SandboxFacts {
@@ -227,6 +233,24 @@ impl SandboxFacts {
                 out.push(texts::network_denial_marker(Some(h), self.network));
             }
         }
+        out
+    }
+
+    /// What the audit after the run did, one line each, for the user and
+    /// the model alike (whether or not anything was denied).
+    pub fn after_run_lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .after_run
+            .quarantined
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        out.extend(
+            self.after_run
+                .unchecked
+                .iter()
+                .map(|u| texts::after_run_unchecked(u)),
+        );
         out
     }
 
@@ -336,6 +360,7 @@ mod tests {
             deny_read: vec!["/h/.ssh".into()],
             read_only: vec![],
             gaps: vec![],
+            after_run: Default::default(),
         };
         let env = |n: &str| (n == "HOME").then(|| OsString::from("/h"));
         let lines = facts.denial_details_in(&env);

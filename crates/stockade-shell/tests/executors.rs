@@ -256,6 +256,7 @@ impl SandboxProvider for OldLandlock {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+            after_run: None,
         })
     }
 }

@@ -45,6 +45,7 @@ impl SandboxProvider for FakeRunner {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+            after_run: None,
         })
     }
 }

@@ -48,6 +48,7 @@ impl SandboxProvider for Refusing {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+            after_run: None,
         })
     }
 }

@@ -146,6 +146,7 @@ impl SandboxProvider for ScriptRunner {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+            after_run: None,
         })
     }
 }

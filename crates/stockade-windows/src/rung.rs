@@ -243,6 +243,7 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             deny_read: vec![],
             read_only: vec![],
             network_log: None,
+            after_run: None,
         })
     }
 

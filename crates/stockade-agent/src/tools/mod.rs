@@ -79,6 +79,9 @@ pub(crate) fn render(r: &ShellResult, escalation_offered: bool, granted: Grant) 
             }
         };
         let _ = writeln!(out, "sandbox: {}{how}{grant}", f.mode);
+        for line in f.after_run_lines() {
+            let _ = writeln!(out, "{line}");
+        }
     }
     for (name, stream) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
         if !stream.bytes.is_empty() {
@@ -128,6 +131,7 @@ mod tests {
                 network_denied: network.is_some(),
                 network_denied_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
                 gaps: vec![],
+                after_run: Default::default(),
             }),
         }
     }
