@@ -262,10 +262,13 @@ fn open_dir_at(dir: impl AsFd, name: &OsStr) -> rustix::io::Result<OwnedFd> {
 /// `name` in `dir`, not followed: its identity and type, `None` if absent.
 fn lstat_at(dir: impl AsFd, name: &OsStr) -> io::Result<Option<(Id, FileType)>> {
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        // The types differ by platform (`i32` on macOS); only equality
+        // of the same platform's values is used.
+        #[allow(clippy::unnecessary_cast)]
         Ok(st) => Ok(Some((
             Id {
-                dev: st.st_dev,
-                ino: st.st_ino,
+                dev: st.st_dev as u64,
+                ino: st.st_ino as u64,
             },
             FileType::from_raw_mode(st.st_mode),
         ))),
