@@ -91,7 +91,20 @@ pub fn store_from_env() -> Result<SessionStore, ServeError> {
 
 /// What `stockade acp` does: compose `loaded` and serve one editor on stdio
 /// until it disconnects.
+///
+/// This process becomes the child subreaper of everything it starts, and
+/// when the connection ends (stdin at end of input, or broken) every
+/// process still below it (a running or background command, what either
+/// left behind with `setsid` or a double fork, an MCP server) is killed and
+/// reaped before this returns: no process of a session outlives it.
 pub async fn serve(loaded: &LoadedConfig) -> Result<(), ServeError> {
+    stockade_shell::tree::adopt_orphans();
+    let served = serve_until_closed(loaded).await;
+    stockade_shell::tree::kill_descendants();
+    served
+}
+
+async fn serve_until_closed(loaded: &LoadedConfig) -> Result<(), ServeError> {
     // Held once, before anything runs: every session of this process gets
     // these temp roots, whatever is moved into their place later.
     let pins = Arc::new(RootPins::from_env());

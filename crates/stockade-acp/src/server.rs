@@ -271,7 +271,15 @@ impl AcpServer {
             )
             .connect_to(transport)
             .await;
-        // The connection is over, and with it every session's MCP servers.
+        // The connection is over: every prompt still running is cancelled
+        // (its command's tree is killed as the run settles), and with it
+        // goes every session's MCP servers. What is still left below this
+        // process is ended by `crate::serve` before it returns.
+        for slot in live.lock().values() {
+            if let Some(r) = &slot.running {
+                r.cancel.cancel();
+            }
+        }
         let open: Vec<(String, SessionMcp)> = live
             .lock()
             .iter_mut()
