@@ -510,14 +510,16 @@ impl SandboxedFs {
         // Held before the protected paths are found, so a read-only path
         // inside an extra root is among them.
         let extras = self.extra_roots(policy).map_err(closed)?;
-        let protection = self.protection(&workspace, policy).map_err(|e| match e {
-            Protect::Root(source) => closed(source),
-            Protect::Io(source) => FsError::Io {
-                op: "identify the protected paths for",
-                path: requested.clone(),
-                source,
-            },
-        })?;
+        let protection = self
+            .protection(&workspace, &extras, policy)
+            .map_err(|e| match e {
+                Protect::Root(source) => closed(source),
+                Protect::Io(source) => FsError::Io {
+                    op: "identify the protected paths for",
+                    path: requested.clone(),
+                    source,
+                },
+            })?;
         let mut roots = vec![Root {
             spellings: spellings(&workspace),
             held: workspace,
@@ -549,6 +551,7 @@ impl SandboxedFs {
     fn protection(
         &self,
         workspace: &HeldDir,
+        extras: &[Arc<HeldDir>],
         policy: &ExecutionPolicy,
     ) -> Result<Protection, Protect> {
         use crate::protect::Why;
@@ -564,13 +567,28 @@ impl SandboxedFs {
         out.add_denied(&denied).map_err(Protect::Io)?;
         out.add(&git, Why::Git).map_err(Protect::Io)?;
         out.add(&named, Why::ReadOnly).map_err(Protect::Io)?;
+        // A protect-list name that does not exist has no identity to be
+        // refused by: its creation is refused by name (a command run in
+        // the sandbox is audited after it instead; see the README).
+        let mut roots: Vec<&HeldDir> = vec![workspace];
+        roots.extend(self.pins.temp_roots().iter().map(|r| &**r));
+        roots.extend(extras.iter().map(|r| &**r));
+        out.add_absent(&stockade_roots::audit::absent_names(
+            &roots,
+            &policy.files.read_only,
+        ));
         Ok(out)
     }
 
     /// Off Unix nothing is protected beyond the roots; the deny-read paths
     /// are judged before resolution (see `locate`).
     #[cfg(not(unix))]
-    fn protection(&self, _: &HeldDir, _: &ExecutionPolicy) -> Result<Protection, Protect> {
+    fn protection(
+        &self,
+        _: &HeldDir,
+        _: &[Arc<HeldDir>],
+        _: &ExecutionPolicy,
+    ) -> Result<Protection, Protect> {
         Ok(Protection::default())
     }
 }

@@ -326,7 +326,7 @@ fn open_parent_beneath(
             dir_error(e, requested, logical)
         }
     };
-    let guard = |dir: &Dir| match fence.protection.dir_hit(dir) {
+    let guard = |dir: &Dir, name: &std::ffi::OsStr| match fence.protection.create_hit(dir, name) {
         Ok(None) => Ok(()),
         Ok(Some(hit)) => Err(fence.denied(requested, hop.clone(), Some(hit))),
         Err(source) => Err(FsError::Io {
@@ -382,7 +382,7 @@ fn open_dir_beneath(
     root_dir: &Dir,
     rel: &Path,
     create: bool,
-    guard: &dyn Fn(&Dir) -> Result<(), FsError>,
+    guard: &dyn Fn(&Dir, &std::ffi::OsStr) -> Result<(), FsError>,
 ) -> Result<Dir, Step> {
     match root_dir.open_dir(rel) {
         Err(e) if create && e.kind() == io::ErrorKind::NotFound => {}
@@ -395,7 +395,8 @@ fn open_dir_beneath(
         containing = match root_dir.open_dir(&here) {
             Ok(dir) => dir,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                guard(&containing).map_err(|e| Step::Refused(Box::new(e)))?;
+                guard(&containing, component.as_os_str())
+                    .map_err(|e| Step::Refused(Box::new(e)))?;
                 match containing.create_dir(component) {
                     // Someone else created it, or it is a dangling symlink:
                     // the next open decides which.

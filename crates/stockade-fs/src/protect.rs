@@ -96,6 +96,12 @@ mod imp {
         /// Git directories (by identity) in which `GITDIR_NAMES` may not be
         /// created or replaced; the path is the git directory's.
         gitdirs: Vec<(Id, PathBuf)>,
+        /// Protect-list names that do not exist: the directory (by
+        /// identity) and the name whose creation there is refused. Only an
+        /// existing object has an identity to refuse by; these are refused
+        /// by name, which holds here because the tools run in-process (no
+        /// run can move the directory between the check and the write).
+        absent: Vec<(Id, std::ffi::OsString, Hit)>,
     }
 
     impl Protection {
@@ -133,6 +139,45 @@ mod imp {
                 }
             }
             Ok(())
+        }
+
+        /// Also refuse creating the protect-list names `list` lacks.
+        pub(crate) fn add_absent(&mut self, list: &[stockade_roots::audit::Absent]) {
+            for a in list {
+                self.absent.push((
+                    Id {
+                        dev: a.dev,
+                        ino: a.ino,
+                    },
+                    a.name.clone(),
+                    Hit {
+                        path: a.path.clone(),
+                        why: Why::ReadOnly,
+                    },
+                ));
+            }
+        }
+
+        /// The protect-list name that creating `name` in `parent` would make.
+        fn absent_hit(&self, parent: &Dir, name: &OsStr) -> io::Result<Option<Hit>> {
+            if self.absent.is_empty() {
+                return Ok(None);
+            }
+            let at = id(&parent.dir_metadata()?);
+            Ok(self
+                .absent
+                .iter()
+                .find(|(d, n, _)| *d == at && n == name)
+                .map(|(_, _, hit)| hit.clone()))
+        }
+
+        /// The refused path that creating the directory `name` in `dir`
+        /// would make, or that `dir` (or one above it) is.
+        pub(crate) fn create_hit(&self, dir: &Dir, name: &OsStr) -> io::Result<Option<Hit>> {
+            if let Some(hit) = self.absent_hit(dir, name)? {
+                return Ok(Some(hit));
+            }
+            self.dir_hit(dir)
         }
 
         /// Also refuse the deny-read paths `held`, as they were identified
@@ -233,7 +278,10 @@ mod imp {
         }
 
         fn is_empty(&self) -> bool {
-            self.dirs.is_empty() && self.files.is_empty() && self.gitdirs.is_empty()
+            self.dirs.is_empty()
+                && self.files.is_empty()
+                && self.gitdirs.is_empty()
+                && self.absent.is_empty()
         }
 
         /// The refused path that `dir`, or a directory above it, is.
@@ -283,6 +331,11 @@ mod imp {
                 return Ok(None);
             }
             if let Some(hit) = existing.and_then(|m| self.file_hit(m.dev(), m.ino())) {
+                return Ok(Some(hit));
+            }
+            if existing.is_none()
+                && let Some(hit) = self.absent_hit(parent, name)?
+            {
                 return Ok(Some(hit));
             }
             if GITDIR_NAMES.iter().any(|n| OsStr::new(n) == name) {
@@ -354,6 +407,10 @@ mod none {
         }
 
         pub(crate) fn dir_hit(&self, _: &Dir) -> io::Result<Option<Hit>> {
+            Ok(None)
+        }
+
+        pub(crate) fn create_hit(&self, _: &Dir, _: &OsStr) -> io::Result<Option<Hit>> {
             Ok(None)
         }
 

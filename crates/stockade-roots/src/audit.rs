@@ -149,33 +149,14 @@ impl Snapshot {
     /// run's workspace (its repository's index names the gitlinks).
     pub fn take(roots: &[Arc<HeldDir>], named: &[PathBuf], workspace: &Path) -> Self {
         let writable: Vec<PathBuf> = roots.iter().map(|r| r.path().to_path_buf()).collect();
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .filter(|h| h.is_absolute())
-            .map(|h| std::fs::canonicalize(&h).unwrap_or(h));
+        let home = home();
         let mut names = Vec::new();
         let mut seen: Vec<PathBuf> = Vec::new();
-        for entry in named {
-            let absolute = match entry.strip_prefix("~") {
-                Ok(rest) => match &home {
-                    Some(h) => Some(h.join(rest)),
-                    None => continue,
-                },
-                Err(_) if entry.is_absolute() => Some(entry.clone()),
-                Err(_) => None,
-            };
-            for root in roots {
-                let rel = match &absolute {
-                    Some(a) => match a.strip_prefix(root.path()) {
-                        Ok(r) => r.to_path_buf(),
-                        Err(_) => continue,
-                    },
-                    None => entry.clone(),
-                };
-                let Some(parts) = plain_parts(&rel) else {
-                    continue;
-                };
-                let full = root.path().join(&rel);
+        for root in roots {
+            for parts in names_in(root.path(), named, home.as_deref()) {
+                let full = parts
+                    .iter()
+                    .fold(root.path().to_path_buf(), |p, n| p.join(n));
                 if seen.contains(&full) {
                     continue;
                 }
@@ -217,6 +198,111 @@ impl Snapshot {
         }
         (report, self.before_errors.clone())
     }
+}
+
+/// `$HOME` as absolute and resolved (roots are resolved), if set.
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
+}
+
+/// The entries of `named` that lie in `root`, as parts relative to it: a
+/// relative name in every root, `~/name` in `$HOME`, an absolute path
+/// where it lies beneath.
+fn names_in(root: &Path, named: &[PathBuf], home: Option<&Path>) -> Vec<Vec<OsString>> {
+    let mut out = Vec::new();
+    for entry in named {
+        let rel = match entry.strip_prefix("~") {
+            Ok(rest) => match home.map(|h| h.join(rest)) {
+                Some(a) => match a.strip_prefix(root) {
+                    Ok(r) => r.to_path_buf(),
+                    Err(_) => continue,
+                },
+                None => continue,
+            },
+            Err(_) if entry.is_absolute() => match entry.strip_prefix(root) {
+                Ok(r) => r.to_path_buf(),
+                Err(_) => continue,
+            },
+            Err(_) => entry.clone(),
+        };
+        if let Some(parts) = plain_parts(&rel)
+            && !out.contains(&parts)
+        {
+            out.push(parts);
+        }
+    }
+    out
+}
+
+/// A protect-list name that does not exist: the directory it (or the
+/// first missing directory on its way) would be created in, by identity,
+/// and that name. The file tools refuse creating it there, as they refuse
+/// writing a protected path that exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Absent {
+    pub dev: u64,
+    pub ino: u64,
+    pub name: OsString,
+    /// The protect-list path it leads to.
+    pub path: PathBuf,
+}
+
+/// The protect-list names (`named`, as [`Snapshot::take`] reads them)
+/// missing beneath `roots`, walked from the held roots without following
+/// a symlink (a symlink on the way is `named_protected`'s to judge).
+pub fn absent_names(roots: &[&HeldDir], named: &[PathBuf]) -> Vec<Absent> {
+    let home = home();
+    let mut out: Vec<Absent> = Vec::new();
+    for root in roots {
+        for parts in names_in(root.path(), named, home.as_deref()) {
+            let path = parts
+                .iter()
+                .fold(root.path().to_path_buf(), |p, n| p.join(n));
+            let mut dir: Option<OwnedFd> = None;
+            for (i, part) in parts.iter().enumerate() {
+                let here = match &dir {
+                    Some(d) => lstat_at(d, part),
+                    None => lstat_at(root.file().as_fd(), part),
+                };
+                match here {
+                    Ok(None) => {
+                        let st = match &dir {
+                            Some(d) => rustix::fs::fstat(d),
+                            None => rustix::fs::fstat(root.file()),
+                        };
+                        #[allow(clippy::unnecessary_cast)] // i32 on macOS
+                        if let Ok(st) = st {
+                            let a = Absent {
+                                dev: st.st_dev as u64,
+                                ino: st.st_ino as u64,
+                                name: part.clone(),
+                                path: path.clone(),
+                            };
+                            if !out.contains(&a) {
+                                out.push(a);
+                            }
+                        }
+                        break;
+                    }
+                    Ok(Some((_, FileType::Directory))) if i + 1 < parts.len() => {
+                        let next = match &dir {
+                            Some(d) => open_dir_at(d, part),
+                            None => open_dir_at(root.file().as_fd(), part),
+                        };
+                        match next {
+                            Ok(d) => dir = Some(d),
+                            Err(_) => break,
+                        }
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A run's id, unique enough to name its quarantined entries apart from
@@ -729,6 +815,30 @@ mod tests {
         assert!(!unsafe_change(&file(b"gitdir: a"), &file(b"gitdir: a")));
         assert!(unsafe_change(&file(b"gitdir: a"), &file(b"gitdir: b")));
         assert!(unsafe_change(&file(b"gitdir: a"), &dir(3, vec![])));
+    }
+
+    #[test]
+    fn absent_names_are_where_they_would_be_created() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = HeldDir::hold(crate::RootKind::Workspace, d.path(), &[]).unwrap();
+        std::fs::write(d.path().join(".mcp.json"), "{}").unwrap();
+        let named: Vec<PathBuf> = [".envrc", ".mcp.json", ".config/git", "/elsewhere/x"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let got = absent_names(&[&root], &named);
+        let top = std::fs::metadata(d.path()).unwrap();
+        let want = |name: &str, path: &str| Absent {
+            dev: top.dev(),
+            ino: top.ino(),
+            name: name.into(),
+            path: d.path().join(path),
+        };
+        assert_eq!(
+            got,
+            vec![want(".envrc", ".envrc"), want(".config", ".config/git")]
+        );
     }
 
     #[test]
