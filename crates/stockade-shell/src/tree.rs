@@ -39,8 +39,8 @@ pub fn kill_descendants() {
 }
 
 /// SIGKILL every descendant of `root` (not `root` itself), stopping them all
-/// first so none can fork its way past the walk; the caller kills and
-/// reaps `root`. Their own parents reap them.
+/// first so none can fork its way past the walk, and wait until each has
+/// exited; the caller kills and reaps `root`. Their own parents reap them.
 pub fn kill_below(root: u32) {
     #[cfg(target_os = "linux")]
     linux::kill_below(root);
@@ -52,6 +52,7 @@ pub fn kill_below(root: u32) {
 mod linux {
     use std::os::fd::OwnedFd;
 
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
     use rustix::io::Errno;
     use rustix::process::{
         Pid, PidfdFlags, Signal, WaitOptions, getpid, kill_process, pidfd_open, pidfd_send_signal,
@@ -150,7 +151,29 @@ mod linux {
         for (_, fd) in &held {
             let _ = pidfd_send_signal(fd, Signal::KILL);
         }
+        // Returned only once each has exited (its pidfd turns readable), so
+        // nothing of the tree runs after the caller reports the run. A
+        // process stuck in the kernel (uninterruptible, never for long
+        // unless a filesystem hangs) is not waited for without end.
+        let deadline = std::time::Instant::now() + STUCK;
+        for (_, fd) in &held {
+            loop {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let timeout = Timespec {
+                    tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                    tv_nsec: i64::from(left.subsec_nanos()),
+                };
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                match poll(&mut fds, Some(&timeout)) {
+                    Err(Errno::INTR) => continue,
+                    _ => break,
+                }
+            }
+        }
     }
+
+    /// How long [`kill_below`] waits for a killed tree to exit.
+    const STUCK: std::time::Duration = std::time::Duration::from_secs(10);
 
     pub(super) fn kill_descendants() {
         let me = getpid().as_raw_pid();
