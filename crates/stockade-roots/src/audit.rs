@@ -171,9 +171,12 @@ impl Snapshot {
         }
         let mut before_errors = Vec::new();
         let repo = match Repo::find(workspace, &writable) {
-            Ok(r) => r,
+            Ok((r, err)) => {
+                before_errors.extend(err.map(|e| format!("before the run: {e}")));
+                r
+            }
             Err(e) => {
-                before_errors.push(e.to_string());
+                before_errors.push(format!("before the run: {e}"));
                 None
             }
         };
@@ -562,9 +565,12 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> AuditError + '_ {
 impl Repo {
     /// The repository `workspace` is in, with its gitlinks' state; `None`
     /// outside a repository.
-    fn find(workspace: &Path, writable: &[PathBuf]) -> Result<Option<Self>, AuditError> {
+    fn find(
+        workspace: &Path,
+        writable: &[PathBuf],
+    ) -> Result<(Option<Self>, Option<AuditError>), AuditError> {
         let Some(top_path) = find_top(workspace) else {
-            return Ok(None);
+            return Ok((None, None));
         };
         let top = rustix::fs::open(&top_path, DIR_FLAGS, Mode::empty())
             .map_err(|e| io_at(&top_path)(e.into()))?;
@@ -575,14 +581,14 @@ impl Repo {
                 let text = read_at(&top, OsStr::new(".git"), MAX_CONFIG).map_err(io_at(&dotgit))?;
                 match gitfile_target(&text, &top_path) {
                     Some(g) => g,
-                    None => return Ok(None),
+                    None => return Ok((None, None)),
                 }
             }
             Some((_, FileType::Symlink)) => match std::fs::canonicalize(&dotgit) {
                 Ok(g) => g,
-                Err(_) => return Ok(None),
+                Err(_) => return Ok((None, None)),
             },
-            _ => return Ok(None),
+            _ => return Ok((None, None)),
         };
         let gitdir = rustix::fs::open(&gitdir_path, DIR_FLAGS, Mode::empty())
             .map_err(|e| io_at(&gitdir_path)(e.into()))?;
@@ -595,10 +601,10 @@ impl Repo {
             hash_len,
             before: Vec::new(),
         };
+        // An index that cannot be read now still gets looked at after the
+        // run (every gitlink then counts as new): the audit must not be
+        // switched off by what an earlier run left.
         let (links, err) = repo.gitlinks();
-        if let Some(e) = err {
-            return Err(e);
-        }
         for link in links {
             if !repo.in_writable(&link, writable) {
                 continue;
@@ -606,7 +612,7 @@ impl Repo {
             let state = repo.dot_git(&link).unwrap_or(DotGit::Absent);
             repo.before.push((link, state));
         }
-        Ok(Some(repo))
+        Ok((Some(repo), err))
     }
 
     fn in_writable(&self, link: &[u8], writable: &[PathBuf]) -> bool {
@@ -839,6 +845,95 @@ mod tests {
             got,
             vec![want(".envrc", ".envrc"), want(".config", ".config/git")]
         );
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    }
+
+    /// A gitlink whose `.git` appears is set aside even when the index
+    /// could not be read before the run (an earlier run's garbage must not
+    /// switch the audit off), and one staged before and untouched stays.
+    #[test]
+    fn gitlinks_are_audited_even_after_an_unreadable_index() {
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(std::env::var_os("CI").is_none(), "git is needed in CI");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(d.path()).unwrap();
+        let root = Arc::new(HeldDir::hold(crate::RootKind::Workspace, &ws, &[]).unwrap());
+        git(&ws, &["init", "-q"]);
+        std::fs::create_dir(ws.join("mine")).unwrap();
+        git(&ws.join("mine"), &["init", "-q"]);
+        git(
+            &ws.join("mine"),
+            &["commit", "-q", "--allow-empty", "-m", "m"],
+        );
+        let sha = git(&ws.join("mine"), &["rev-parse", "HEAD"]);
+        git(
+            &ws,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sha},mine"),
+            ],
+        );
+        let good = std::fs::read(ws.join(".git/index")).unwrap();
+        // Untouched: nothing happens.
+        let snap = Snapshot::take(std::slice::from_ref(&root), &[], &ws);
+        let (report, before) = snap.audit();
+        assert!(
+            report.actions.is_empty() && before.is_empty(),
+            "{report:?} {before:?}"
+        );
+        // Garbage before the run; a nested repo staged during it.
+        std::fs::write(ws.join(".git/index"), b"DIRC garbage").unwrap();
+        let snap = Snapshot::take(std::slice::from_ref(&root), &[], &ws);
+        std::fs::write(ws.join(".git/index"), &good).unwrap();
+        std::fs::create_dir(ws.join("evil")).unwrap();
+        git(&ws.join("evil"), &["init", "-q"]);
+        git(
+            &ws,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sha},evil"),
+            ],
+        );
+        let (report, before) = snap.audit();
+        assert_eq!(before.len(), 1, "{before:?}");
+        let moved: Vec<&Path> = report.actions.iter().map(|a| a.path.as_path()).collect();
+        // `mine` counts as new too: the index before could not say.
+        assert_eq!(
+            moved,
+            vec![
+                ws.join("evil/.git").as_path(),
+                ws.join("mine/.git").as_path()
+            ]
+        );
+        assert!(
+            report
+                .actions
+                .iter()
+                .all(|a| a.kind == ActionKind::NestedRepository)
+        );
+        assert!(!ws.join("evil/.git").exists());
     }
 
     #[test]
