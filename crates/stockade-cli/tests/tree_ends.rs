@@ -105,6 +105,21 @@ fn scenarios() -> Vec<(&'static str, String)> {
             format!("nohup sh -c '{LOOP}' >/dev/null 2>&1 & {ready}"),
         ),
         (
+            // Forks all the time (bounded, so a slow kill cannot fill the
+            // process table): a process forking while it is killed must not
+            // leave a child behind.
+            "forks while killed",
+            format!(
+                "sh -c 'while :; do sh -c \"date >> f; sleep 3\" & sleep 0.01; done' & {ready}"
+            ),
+        ),
+        (
+            // Hops: each generation starts the next in the background and
+            // exits, so the running one is always freshly re-parented.
+            "hops",
+            format!("printf 'date >> f; sleep 0.3; sh ./hop &\\n' > hop; sh ./hop; {ready}"),
+        ),
+        (
             "ignores SIGTERM",
             format!("sh -c 'trap \"\" TERM HUP INT; {LOOP}' & {ready}"),
         ),
