@@ -5,7 +5,8 @@
 //! daemon appends to a file once a second. The client hangs up mid-prompt;
 //! the server must exit, and afterwards neither file grows and no process
 //! carrying the run's marker (in its argv or environment) remains. On
-//! Landlock and bwrap, as root and (when we are root) as `nobody`.
+//! Landlock, bwrap and danger-full-access, as root and (when we are root)
+//! as `nobody`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod common;
@@ -71,7 +72,7 @@ fn daemon(mark: &str, file: &str) -> String {
     format!("sh -c ': {mark}; while :; do date >> {file}; sleep 1; done'")
 }
 
-async fn connection_end_leaves_nothing(backend: &str) {
+async fn connection_end_leaves_nothing(mode: &'static str, backend: &str) {
     for who in users() {
         let mark = marker();
         let export = format!("export STOCKADE_TREE_MARK={mark}");
@@ -92,7 +93,7 @@ async fn connection_end_leaves_nothing(backend: &str) {
             return;
         };
         let setup = Setup {
-            mode: "workspace-write",
+            mode,
             approval: None,
             presets: false,
         };
@@ -158,7 +159,7 @@ async fn connection_end_leaves_nothing(backend: &str) {
                 .status();
         }
         let status = exited.unwrap_or_else(|_| {
-            panic!("{who:?} {backend}: stockade acp did not exit after the connection ended")
+            panic!("{who:?} {mode}/{backend}: stockade acp did not exit after the connection ended")
         });
         // Its status is not the point: a client that hangs up mid-stream
         // may leave the server a broken pipe to report.
@@ -166,29 +167,35 @@ async fn connection_end_leaves_nothing(backend: &str) {
         let log = log.await.unwrap();
         assert!(
             wrote,
-            "{who:?} {backend}: the daemons never wrote (the test is void)\n{log}\n{:#?}",
+            "{who:?} {mode}/{backend}: the daemons never wrote (the test is void)\n{log}\n{:#?}",
             seen2.updates()
         );
         assert_eq!(
             (b0, f0),
             (b1, f1),
-            "{who:?} {backend}: a daemon wrote after stockade acp exited\n{log}"
+            "{who:?} {mode}/{backend}: a daemon wrote after stockade acp exited\n{log}"
         );
         assert!(
             left.is_empty() && left_later.is_empty(),
-            "{who:?} {backend}: processes outlived stockade acp: {left:?} {left_later:?}\n{log}"
+            "{who:?} {mode}/{backend}: processes outlived stockade acp: {left:?} {left_later:?}\n{log}"
         );
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn under_landlock_no_process_of_a_session_outlives_the_connection() {
-    connection_end_leaves_nothing("landlock").await;
+    connection_end_leaves_nothing("workspace-write", "landlock").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn under_bwrap_no_process_of_a_session_outlives_the_connection() {
     if stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
-        connection_end_leaves_nothing("bwrap").await;
+        connection_end_leaves_nothing("workspace-write", "bwrap").await;
     }
+}
+
+/// Nothing wraps the commands: `stockade acp`, their subreaper, ends them.
+#[tokio::test(flavor = "multi_thread")]
+async fn under_danger_full_access_no_process_of_a_session_outlives_the_connection() {
+    connection_end_leaves_nothing("danger-full-access", "landlock").await;
 }
