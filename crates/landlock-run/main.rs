@@ -53,7 +53,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--die-with-parent] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -142,6 +142,11 @@ mod linux {
         /// `--allow-listen P` (run mode): under `--net-deny` / `--net-port`,
         /// the ports a listener may use, on loopback only (supervised).
         listen: Vec<u16>,
+        /// `--net-connect-supervised` (run mode): the supervisor performs
+        /// every TCP connect itself (only to the proxy's port) even where
+        /// Landlock's TCP rights could judge it; chosen automatically below
+        /// ABI 4. For tests on newer kernels.
+        connect_supervised: bool,
     }
 
     /// What the command may reach over the network.
@@ -266,6 +271,11 @@ mod linux {
                 }
                 b"--net-private" if only != RUN_MODE && allowed.contains(&&b"--net-bridge"[..]) => {
                     opts.net = Net::Private;
+                    i += 1;
+                    continue;
+                }
+                b"--net-connect-supervised" if only == RUN_MODE => {
+                    opts.connect_supervised = true;
                     i += 1;
                     continue;
                 }
@@ -606,6 +616,12 @@ mod linux {
         net: Net,
         /// `--allow-listen` ports (only with `net` Deny or Port).
         listen: Vec<u16>,
+        /// listen(2) goes to the supervisor (a supervised run under Deny
+        /// or Port), so listen and accept need not be refused outright.
+        listen_supervised: bool,
+        /// connect(2) goes to the supervisor, and Landlock gets no TCP
+        /// rights (see `Opts::connect_supervised`).
+        connect_supervised: bool,
     }
 
     /// The Landlock ABI the crate uses on this kernel (Unsupported without
@@ -640,6 +656,8 @@ mod linux {
             supervised: crate::supervise::available().is_ok(),
             net: Net::Host,
             listen: Vec::new(),
+            listen_supervised: false,
+            connect_supervised: false,
         })
     }
 
@@ -701,7 +719,9 @@ mod linux {
         // TCP by port where Landlock has it (ABI 4); the seccomp filter
         // (`isolate`) refuses every other family and type either way, and
         // below ABI 4 the caller names the gap for `--net-port`.
-        let net_rules = matches!(plan.net, Net::Deny | Net::Port(_)) && plan.abi >= ABI::V4;
+        let net_rules = matches!(plan.net, Net::Deny | Net::Port(_))
+            && plan.abi >= ABI::V4
+            && !plan.connect_supervised;
         if net_rules {
             ruleset = ruleset
                 .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
@@ -761,8 +781,7 @@ mod linux {
             filter::install().or_fail("cannot install the seccomp socket filter");
         }
         if plan.net != Net::Host {
-            filter::install_net(plan.net, !plan.listen.is_empty())
-                .or_fail("cannot install the seccomp network filter");
+            filter::install_net(plan).or_fail("cannot install the seccomp network filter");
         }
     }
 
@@ -810,6 +829,8 @@ mod linux {
         /// The kernel's SOCK_TYPE_MASK: the type bits below the flags
         /// (SOCK_CLOEXEC, SOCK_NONBLOCK).
         const SOCK_TYPE_MASK: u64 = 0xf;
+        /// linux/socket.h's MSG_FASTOPEN.
+        const MSG_FASTOPEN: u64 = 0x2000_0000;
 
         fn err(e: impl std::fmt::Display) -> String {
             e.to_string()
@@ -825,19 +846,23 @@ mod linux {
         /// Outside a private namespace nothing may listen or accept: a
         /// listen() without bind() picks a port on every address, which a
         /// peer elsewhere could reach.
-        pub fn install_net(net: super::Net, listen: bool) -> Result<(), String> {
+        pub fn install_net(plan: &super::Plan) -> Result<(), String> {
             use crate::syscalls::families;
             let arg = |index, op, value| {
                 SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
             };
-            // With `--allow-listen` listen goes to the supervisor and a
-            // TCP socket is needed under deny too (Landlock refuses every
-            // connect there: ConnectTcp is handled and granted nowhere).
-            let (kept, tcp_only, no_listen) = match net {
+            // With `--allow-listen` a TCP socket is needed under deny too
+            // (Landlock, or the supervisor below ABI 4, refuses every
+            // connect there). A supervised run sends listen to the
+            // supervisor, so only an unsupervised one refuses listen and
+            // accept here.
+            let listen = !plan.listen.is_empty();
+            let no_listen = !plan.listen_supervised;
+            let (kept, tcp_only, no_listen) = match plan.net {
                 super::Net::Host => return Ok(()),
-                super::Net::Deny if listen => (families::TCP, true, false),
-                super::Net::Deny => (families::DENY, false, true),
-                super::Net::Port(_) => (families::TCP, true, !listen),
+                super::Net::Deny if listen => (families::TCP, true, no_listen),
+                super::Net::Deny => (families::DENY, false, no_listen),
+                super::Net::Port(_) => (families::TCP, true, no_listen),
                 super::Net::Private => (families::PRIVATE, false, false),
             };
             let mut socket_rules = BTreeMap::new();
@@ -885,6 +910,26 @@ mod linux {
                     for nr in [libc::SYS_listen, libc::SYS_accept, libc::SYS_accept4] {
                         socket_rules.insert(base | nr, vec![]);
                     }
+                }
+                if plan.connect_supervised {
+                    // TCP fast open connects from a send (the address in
+                    // sendto's or sendmsg's arguments), around the
+                    // supervised connect. Without MSG_FASTOPEN a TCP
+                    // socket ignores a send's address. The flags are a
+                    // register, so this is decided here.
+                    let fastopen = |flags_arg| -> Result<Vec<SeccompRule>, String> {
+                        Ok(vec![
+                            SeccompRule::new(vec![arg(
+                                flags_arg,
+                                SeccompCmpOp::MaskedEq(MSG_FASTOPEN),
+                                MSG_FASTOPEN,
+                            )?])
+                            .map_err(err)?,
+                        ])
+                    };
+                    socket_rules.insert(base | libc::SYS_sendto, fastopen(3)?);
+                    socket_rules.insert(base | libc::SYS_sendmsg, fastopen(2)?);
+                    socket_rules.insert(base | libc::SYS_sendmmsg, fastopen(3)?);
                 }
             }
             let eacces = SeccompAction::Errno(libc::EACCES as u32);
@@ -936,7 +981,7 @@ mod linux {
             Err(format!("no filter for {}", std::env::consts::ARCH))
         }
 
-        pub fn install_net(_: super::Net, _: bool) -> Result<(), String> {
+        pub fn install_net(_: &super::Plan) -> Result<(), String> {
             Err(format!("no filter for {}", std::env::consts::ARCH))
         }
     }
@@ -1267,24 +1312,7 @@ mod linux {
         let sockets = open_sockets(&opts.sockets);
         let mut plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
         plan.net = opts.net;
-        if plan.net != Net::Host && !opts.listen.is_empty() {
-            // Landlock binds by port only and cannot see addresses: without
-            // the supervisor checking each listen, and Landlock's TCP rights
-            // refusing every connect, a listener could face every network.
-            if opts.no_supervise || !plan.supervised {
-                usage(
-                    "--allow-listen needs the supervisor; it cannot be combined with --no-supervise",
-                );
-            }
-            if plan.abi < ABI::V4 {
-                fail(format_args!(
-                    "--allow-listen needs Landlock ABI 4 (TCP rights); this kernel has ABI {}",
-                    abi_number(plan.abi)
-                ));
-            }
-            plan.listen = opts.listen.clone();
-            crate::syscalls::govern_listen();
-        }
+        net_plan(&mut plan, opts);
         if opts.no_supervise {
             if !protect.is_empty() {
                 usage("--protect needs the supervisor; it cannot be combined with --no-supervise");
@@ -1301,6 +1329,16 @@ mod linux {
         let mut fence =
             crate::supervise::Fence::new(&writable, &protect).unwrap_or_else(|why| usage(why));
         fence.allow_listen(&plan.listen);
+        fence.allow_connect(crate::supervise::ConnectRules {
+            proxy_port: match plan.net {
+                Net::Port(port) => Some(port),
+                _ => None,
+            },
+            // Outside the child's domain the supervisor must not connect
+            // what the domain itself would judge.
+            unix_pathname: !plan.resolve_unix,
+            unix_abstract: !plan.scoped,
+        });
         drop(writable);
         drop(protect);
         let (env, argv) = (opts.env.clone(), argv.to_vec());
@@ -1318,6 +1356,88 @@ mod linux {
                 release_status,
             },
         )
+    }
+
+    /// The network half of a run's plan: who governs listen and connect.
+    /// Under deny and allow-listed a supervised run sends every listen to
+    /// the supervisor (seccomp cannot see a socket's family, so only it can
+    /// let a Unix-socket server listen and refuse an inet one), and where
+    /// TCP sockets exist but Landlock cannot judge their connects (below
+    /// ABI 4, or `--net-connect-supervised`) every connect too; without the
+    /// supervisor that run is refused, never run with TCP open.
+    fn net_plan(plan: &mut Plan, opts: &Opts) {
+        if plan.net == Net::Host {
+            if opts.connect_supervised {
+                usage("--net-connect-supervised needs --net-port or --net-deny");
+            }
+            return;
+        }
+        let supervised = !opts.no_supervise && plan.supervised;
+        if !opts.listen.is_empty() && !supervised {
+            // Landlock binds by port only and cannot see addresses: without
+            // the supervisor checking each listen a listener could face
+            // every network.
+            usage("--allow-listen needs the supervisor; it cannot be combined with --no-supervise");
+        }
+        refuse_inherited_listeners();
+        plan.listen = opts.listen.clone();
+        if !supervised {
+            if opts.connect_supervised {
+                usage(
+                    "--net-connect-supervised needs the supervisor; it cannot be combined with --no-supervise",
+                );
+            }
+            if matches!(plan.net, Net::Port(_)) && plan.abi < ABI::V4 {
+                fail(format_args!(
+                    "--net-port cannot be enforced without the supervisor: Landlock ABI {} has no TCP rights (ABI 4), so only the supervisor can keep connections to the proxy's port",
+                    abi_number(plan.abi)
+                ));
+            }
+            // listen and accept are refused outright (`filter::install_net`).
+            return;
+        }
+        plan.listen_supervised = true;
+        crate::syscalls::govern_listen();
+        // TCP sockets exist under allow-listed, and under deny with
+        // --allow-listen.
+        let tcp = matches!(plan.net, Net::Port(_)) || !plan.listen.is_empty();
+        if tcp && (plan.abi < ABI::V4 || opts.connect_supervised) {
+            plan.connect_supervised = true;
+            crate::syscalls::govern_connect();
+        }
+    }
+
+    /// Under deny and allow-listed only an approved listener may accept
+    /// (accept stays allowed in a supervised run because every listen is
+    /// judged): a listening inet socket handed in on stdin, stdout or
+    /// stderr (the only descriptors the command inherits) was judged by
+    /// nobody, so such a run is refused. An AF_UNIX one is the caller's
+    /// own grant, as with any descriptor it passes.
+    fn refuse_inherited_listeners() {
+        for n in 0..3 {
+            #[allow(unsafe_code)]
+            // SAFETY: F_GETFD only reads the descriptor's flags (EBADF when
+            // it is not open); no memory is touched.
+            if unsafe { libc::fcntl(n, libc::F_GETFD) } < 0 {
+                continue;
+            }
+            #[allow(unsafe_code)]
+            // SAFETY: `n` (0-2, std's) is open (just checked; this process
+            // is single threaded, so nothing closes it meanwhile), and the
+            // borrow lives only for the two getsockopt calls below, which
+            // neither close nor move it.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
+            let listening = rustix::net::sockopt::socket_acceptconn(fd).unwrap_or(false);
+            if !listening {
+                continue;
+            }
+            match rustix::net::sockopt::socket_domain(fd) {
+                Ok(rustix::net::AddressFamily::UNIX) => {}
+                _ => fail(format_args!(
+                    "descriptor {n} is a listening network socket: under --net-deny and --net-port no listener may be inherited (a peer anywhere could connect to it)"
+                )),
+            }
+        }
     }
 
     fn run_plain(

@@ -249,10 +249,14 @@ pub const TABLE: &[Group] = &[
         verdict: Verdict::Socket,
         reason: "which families and types may be created, and whether a socket may \
                  listen or accept, depends on the network profile (`families` below and \
-                 the network filter): under deny and allow-listed listen and accept are \
-                 refused, and with --allow-listen listen goes to the supervisor, which \
-                 performs it only on a socket bound to loopback at a granted port; connect \
-                 and bind of TCP are Landlock's (ABI 4)",
+                 the network filter): under deny and allow-listed a supervised run sends \
+                 listen to the supervisor, which performs it on an AF_UNIX socket, and on \
+                 an inet one only when bound to loopback at an --allow-listen port \
+                 (accept then stays allowed: only approved listeners exist); unsupervised, \
+                 listen and accept are refused. connect and bind of TCP are Landlock's \
+                 (ABI 4); below ABI 4 (or with --net-connect-supervised) the supervisor \
+                 performs connect itself, only to the proxy's 127.0.0.1 port, and \
+                 MSG_FASTOPEN sends are refused",
         names: &[
             "socket",
             "socketpair",
@@ -655,9 +659,16 @@ pub fn verdict(name: &str) -> Option<Verdict> {
 }
 
 /// Whether listen(2) goes to the supervisor: set once, before the
-/// supervised child forks, when `--allow-listen` grants ports under deny or
-/// allow-listed. Read by the notifying filter and the decoder.
+/// supervised child forks, in every supervised run under deny or
+/// allow-listed (seccomp cannot see a socket's family, so only the
+/// supervisor can let a Unix-socket server listen while refusing an inet
+/// one). Read by the notifying filter and the decoder.
 static LISTEN_GOVERNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether connect(2) goes to the supervisor: allow-listed (or deny with
+/// `--allow-listen`) where Landlock has no TCP rights (below ABI 4), or
+/// under `--net-connect-supervised`. Set once before the child forks.
+static CONNECT_GOVERNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 pub fn govern_listen() {
     LISTEN_GOVERNED.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -665,6 +676,14 @@ pub fn govern_listen() {
 
 pub fn listen_governed() -> bool {
     LISTEN_GOVERNED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+pub fn govern_connect() {
+    CONNECT_GOVERNED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub fn connect_governed() -> bool {
+    CONNECT_GOVERNED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// `landlock-run --syscalls`: `NAME VERDICT REASON`, a line per call of the

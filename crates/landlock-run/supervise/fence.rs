@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{
     self, AtFlags, CWD, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat, Timespec,
@@ -47,10 +48,16 @@ pub enum Class {
 /// What the child asked for, decoded from its registers and memory.
 #[derive(Debug, Clone)]
 pub enum Call {
-    /// listen(2) under `--allow-listen` (see `Fence::listen`).
+    /// listen(2) under deny and allow-listed (see `Fence::listen`).
     Listen {
         fd: i32,
         backlog: i32,
+    },
+    /// connect(2) where the supervisor governs TCP (see `Fence::connect`):
+    /// the address as copied out of the child, once.
+    Connect {
+        fd: i32,
+        addr: Vec<u8>,
     },
     /// open, openat, creat: only with a write, create, truncate or tmpfile flag.
     Open {
@@ -186,10 +193,25 @@ pub struct Fence {
     /// when it follows a link or opens with O_CREAT itself; the supervisor
     /// does both its own way, so it applies them here.
     sticky: Sticky,
-    /// `--allow-listen`: the only ports a socket of the command's may
-    /// listen on, bound to a loopback address (listen is governed only
-    /// when these are set).
+    /// `--allow-listen`: the only ports an inet socket of the command's
+    /// may listen on, bound to a loopback address.
     listen_ports: Vec<u16>,
+    /// Where a governed connect may go (see `allow_connect`).
+    connect: ConnectRules,
+}
+
+/// What a governed connect(2) may reach.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ConnectRules {
+    /// The proxy's port on 127.0.0.1: the only inet destination (none
+    /// under deny).
+    pub proxy_port: Option<u16>,
+    /// AF_UNIX pathname and abstract addresses may be connected by the
+    /// supervisor: only where the child's Landlock domain would not have
+    /// judged them itself (no resolve_unix, no abstract scoping), since the
+    /// supervisor is outside that domain.
+    pub unix_pathname: bool,
+    pub unix_abstract: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -331,14 +353,28 @@ impl Fence {
         self.listen_ports = ports.to_vec();
     }
 
+    /// Where a governed connect may go.
+    pub fn allow_connect(&mut self, rules: ConnectRules) {
+        self.connect = rules;
+    }
+
     /// listen(2) on the child's socket `fd`, performed here on the same
-    /// socket (taken with pidfd_getfd) once its address is checked: bound
-    /// (an unbound socket would be bound by the kernel to every address),
-    /// to 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104, at a granted port. A
-    /// bound socket cannot be bound again, so what was checked is what
-    /// listens.
+    /// socket (taken with pidfd_getfd), judged by its family (SO_DOMAIN,
+    /// which the kernel fixed at creation; seccomp cannot see it). AF_UNIX:
+    /// a Unix-socket server (tmux, ssh-agent, a language server) listens,
+    /// and only what may connect to it is the question, which the socket
+    /// rules answer. AF_INET/AF_INET6: only bound (an unbound socket would
+    /// be bound by the kernel to every address), to 127.0.0.0/8, ::1 or
+    /// ::ffff:127.0.0.0/104, at a granted port. A bound socket cannot be
+    /// bound again, so what was checked is what listens. Every other
+    /// family: refused.
     fn listen(&self, child: Child, fd: i32, backlog: i32) -> Result<(), Errno> {
         let socket = child_socket(child, fd)?;
+        match rustix::net::sockopt::socket_domain(&socket)? {
+            rustix::net::AddressFamily::UNIX => return rustix::net::listen(&socket, backlog),
+            rustix::net::AddressFamily::INET | rustix::net::AddressFamily::INET6 => {}
+            _ => return Err(Errno::ACCESS),
+        }
         let listener = std::net::TcpListener::from(socket);
         let addr = listener.local_addr().map_err(|_| Errno::ACCESS)?;
         let loopback = match addr.ip() {
@@ -351,6 +387,108 @@ impl Fence {
             return Err(Errno::ACCESS);
         }
         rustix::net::listen(&listener, backlog)
+    }
+
+    /// connect(2) on the child's socket `fd`, performed here on the same
+    /// socket (pidfd_getfd) with the address copied out of the child once:
+    /// a `SECCOMP_USER_NOTIF_FLAG_CONTINUE` would let the kernel read the
+    /// address again, and look the descriptor up again, after the check (a
+    /// second thread can rewrite the one and dup2 another socket onto the
+    /// other), so nothing is continued. The socket's own family decides
+    /// (SO_DOMAIN): an inet socket reaches only 127.0.0.1 (or its
+    /// v4-mapped form) at the proxy's port; AF_UNSPEC (dissolving an
+    /// association) is passed through. A non-blocking socket shares its
+    /// open file description with ours, so EINPROGRESS comes back as is.
+    /// AF_UNIX: performed here only where the child's Landlock domain has
+    /// no rule of its own for that kind of address (see `ConnectRules`),
+    /// so doing it from outside that domain changes nothing; relative
+    /// paths are the child's, through its working directory.
+    fn connect(&self, child: Child, fd: i32, addr: &[u8]) -> Result<(), Errno> {
+        let socket = child_socket(child, fd)?;
+        let family = addr
+            .get(..2)
+            .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+            .ok_or(Errno::INVAL)?;
+        let domain = rustix::net::sockopt::socket_domain(&socket)?;
+        if domain == rustix::net::AddressFamily::UNIX {
+            return self.connect_unix(child, &socket, family, addr);
+        }
+        if domain != rustix::net::AddressFamily::INET && domain != rustix::net::AddressFamily::INET6
+        {
+            return Err(Errno::ACCESS);
+        }
+        let target = match i32::from(family) {
+            libc::AF_UNSPEC => return rustix::net::connect_unspec(&socket),
+            libc::AF_INET if addr.len() >= 16 => {
+                let port = u16::from_be_bytes([addr[2], addr[3]]);
+                let ip = std::net::Ipv4Addr::new(addr[4], addr[5], addr[6], addr[7]);
+                std::net::SocketAddr::from((ip, port))
+            }
+            libc::AF_INET6 if addr.len() >= 24 => {
+                let port = u16::from_be_bytes([addr[2], addr[3]]);
+                let mut octets = [0u8; 16];
+                octets.copy_from_slice(&addr[8..24]);
+                std::net::SocketAddr::from((std::net::Ipv6Addr::from(octets), port))
+            }
+            libc::AF_INET | libc::AF_INET6 => return Err(Errno::INVAL),
+            _ => return Err(Errno::AFNOSUPPORT),
+        };
+        let proxy = std::net::Ipv4Addr::LOCALHOST;
+        let to_proxy = match target.ip() {
+            std::net::IpAddr::V4(ip) => ip == proxy,
+            std::net::IpAddr::V6(ip) => ip.to_ipv4_mapped() == Some(proxy),
+        };
+        if !to_proxy || self.connect.proxy_port != Some(target.port()) {
+            return Err(Errno::ACCESS);
+        }
+        // Rebuilt from the checked values: what is connected is what was
+        // judged, whatever else the child's copy carried.
+        match target {
+            std::net::SocketAddr::V4(v4) => rustix::net::connect(&socket, &v4),
+            std::net::SocketAddr::V6(v6) => rustix::net::connect(
+                &socket,
+                &std::net::SocketAddrV6::new(*v6.ip(), v6.port(), 0, 0),
+            ),
+        }
+    }
+
+    fn connect_unix(
+        &self,
+        child: Child,
+        socket: &OwnedFd,
+        family: u16,
+        addr: &[u8],
+    ) -> Result<(), Errno> {
+        if i32::from(family) == libc::AF_UNSPEC {
+            return rustix::net::connect_unspec(socket);
+        }
+        if i32::from(family) != libc::AF_UNIX {
+            return Err(Errno::INVAL);
+        }
+        let path = addr.get(2..).unwrap_or_default();
+        if path.first() == Some(&0) {
+            if !self.connect.unix_abstract {
+                return Err(Errno::PERM);
+            }
+            let name = rustix::net::SocketAddrUnix::new_abstract_name(&path[1..])?;
+            return rustix::net::connect(socket, &name);
+        }
+        if !self.connect.unix_pathname {
+            return Err(Errno::ACCESS);
+        }
+        // sun_path need not end in NUL; the name ends at the first one.
+        let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+        let path = &path[..end];
+        if path.is_empty() {
+            return Err(Errno::INVAL);
+        }
+        let named = if path.first() == Some(&b'/') {
+            for_child(child, path)
+        } else {
+            [format!("/proc/{}/cwd/", child.tid).as_bytes(), path].concat()
+        };
+        let name = rustix::net::SocketAddrUnix::new(std::ffi::OsStr::from_bytes(&named))?;
+        rustix::net::connect(socket, &name)
     }
 
     fn pin_up_to_root(&mut self, mut dir: OwnedFd) -> Result<(), String> {
@@ -497,6 +635,7 @@ impl Fence {
             } => self.link(child, (*old_dirfd, old), (*new_dirfd, new), *flags),
             Call::Truncate { path, len } => self.truncate(child, path, *len),
             Call::Listen { fd, backlog } => self.listen(child, *fd, *backlog),
+            Call::Connect { fd, addr } => self.connect(child, *fd, addr),
             Call::Chmod { target, mode } => self.metadata(child, target, |obj| {
                 if obj.is_symlink() {
                     return Err(Errno::OPNOTSUPP);

@@ -57,9 +57,12 @@ pub enum Sys {
     Lremovexattr,
     Fremovexattr,
     Ioctl,
-    /// Only with `--allow-listen` under deny or allow-listed (see
+    /// Only in supervised runs under deny or allow-listed (see
     /// `crate::syscalls::listen_governed`): not in `GOVERNED`.
     Listen,
+    /// Only where the supervisor governs TCP connections (see
+    /// `crate::syscalls::connect_governed`): not in `GOVERNED`.
+    Connect,
 }
 
 /// fchmodat2 (Linux 6.6); not every libc names it.
@@ -156,7 +159,22 @@ pub fn lookup(nr: i64) -> Option<Sys> {
     if nr == libc::SYS_listen && crate::syscalls::listen_governed() {
         return Some(Sys::Listen);
     }
+    if nr == libc::SYS_connect && crate::syscalls::connect_governed() {
+        return Some(Sys::Connect);
+    }
     GOVERNED.iter().find(|(n, _)| *n == nr).map(|(_, s)| *s)
+}
+
+/// The socket calls governed in this run, beside `GOVERNED`.
+fn governed_sockets() -> Vec<i64> {
+    let mut out = Vec::new();
+    if crate::syscalls::listen_governed() {
+        out.push(libc::SYS_listen);
+    }
+    if crate::syscalls::connect_governed() {
+        out.push(libc::SYS_connect);
+    }
+    out
 }
 
 /// The inode-flag ioctls the supervisor performs on the child's behalf.
@@ -234,8 +252,8 @@ pub fn notify_program() -> Result<BpfProgram, String> {
         };
         rules.insert(*nr, chain);
     }
-    if crate::syscalls::listen_governed() {
-        rules.insert(libc::SYS_listen, vec![]);
+    for nr in governed_sockets() {
+        rules.insert(nr, vec![]);
     }
     let filter = SeccompFilter::new(
         rules,
@@ -279,6 +297,10 @@ pub fn refusing_programs() -> Result<Vec<BpfProgram>, String> {
             enosys.insert(bit | nr, vec![]);
         }
         enosys.insert(bit | x32_ioctl, vec![]);
+        // Their x32 numbers would pass the notifying filter un-notified.
+        for nr in governed_sockets() {
+            enosys.insert(bit | nr, vec![]);
+        }
         for nr in &undecoded {
             enosys.insert(bit | nr, vec![]);
         }

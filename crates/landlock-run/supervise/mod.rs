@@ -35,8 +35,8 @@ use std::sync::Arc;
 
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, Signal};
 
-pub use fence::Fence;
 use fence::{Child, Outcome};
+pub use fence::{ConnectRules, Fence};
 use notify::{Decoded, Listener};
 
 /// Worker threads answering notifications: a call that blocks (a FIFO opened

@@ -201,6 +201,8 @@ pub enum Decoded {
 }
 
 const AT_FDCWD: i32 = -100;
+/// sizeof(struct sockaddr_storage).
+const SOCKADDR_STORAGE: usize = 128;
 const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
 const AT_EMPTY_PATH: u64 = 0x1000;
 
@@ -472,6 +474,18 @@ pub fn decode(req: &Request) -> Result<Decoded, Errno> {
             fd: int(0),
             backlog: int(1),
         },
+        Sys::Connect => {
+            // As the kernel's move_addr_to_kernel: at most a
+            // sockaddr_storage, copied once.
+            let len = usize::try_from(int(2)).map_err(|_| Errno::INVAL)?;
+            if len > SOCKADDR_STORAGE {
+                return Err(Errno::INVAL);
+            }
+            Call::Connect {
+                fd: int(0),
+                addr: read_vec(tid, a[1], len)?,
+            }
+        }
         Sys::Ioctl => {
             let cmd = uint(1);
             let len = filter::ioctl_arg_len(cmd).ok_or(Errno::NOTTY)?;
