@@ -667,12 +667,10 @@ pub(crate) fn network_gaps_for(backend: Backend, abi: Option<u8>) -> Vec<Gap> {
             gaps::NETWORK_PORT,
             "under allow-listed, Landlock allows TCP by port only: the proxy's port is reachable on every address, not only loopback",
         )],
-        Backend::Landlock => vec![Gap::new(
-            gaps::NETWORK,
-            format!(
-                "under allow-listed, Landlock ABI {abi} (< 4) cannot restrict TCP connections: a command can connect past the proxy"
-            ),
-        )],
+        // Below ABI 4 landlock-run's supervisor performs every connect
+        // itself (only to the proxy's 127.0.0.1 port); without the
+        // supervisor allow-listed is refused, never run with TCP open.
+        Backend::Landlock => Vec::new(),
     }
 }
 
@@ -757,10 +755,11 @@ pub(crate) fn protections_for(
             ));
             out.push(p(
                 "network",
-                if abi >= 4 {
-                    "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp); both: listen and accept refused, io_uring refused; --allow-listen PORT: bind on PORT (Landlock) and listen only on a loopback address (the supervisor checks each listen)".to_owned()
-                } else {
-                    format!("deny: no network socket at all (seccomp); allow-listed: NOT enforced for TCP (Landlock ABI {abi} < 4; gap network)")
+                match (abi >= 4, facts.supervised) {
+                    (true, true) => "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp); both: the supervisor takes every listen and performs it on an AF_UNIX socket (Unix-socket servers work), refusing every inet one (EACCES) except with --allow-listen PORT: bound to a loopback address at PORT (Landlock grants the bind); accept stays for approved listeners; io_uring refused".to_owned(),
+                    (true, false) => "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp); both: listen and accept refused (no supervisor here, so Unix-socket servers cannot listen either), io_uring refused; --allow-listen needs the supervisor".to_owned(),
+                    (false, true) => format!("deny: no network socket at all (seccomp); allow-listed: Landlock ABI {abi} (< 4) has no TCP rights, so the supervisor performs every connect itself, only to the proxy's 127.0.0.1 port (EACCES elsewhere), and MSG_FASTOPEN sends are refused; UDP, raw and other families refused (seccomp); both: the supervisor takes every listen (AF_UNIX performed, inet only on loopback at an --allow-listen port); io_uring refused"),
+                    (false, false) => format!("deny: no network socket at all (seccomp), listen and accept refused; allow-listed: refused (exit 125): Landlock ABI {abi} (< 4) has no TCP rights and there is no supervisor to govern connect; choose --network deny or --network allow"),
                 },
             ));
             out.push(p(

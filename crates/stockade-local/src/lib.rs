@@ -695,6 +695,7 @@ impl LocalProvider {
                 None,
                 &policy.network,
                 self.host_facts().landlock_abi,
+                self.host_facts().supervised,
                 None,
                 &self.pins,
             )?;
@@ -755,6 +756,7 @@ impl LocalProvider {
             Some(backend),
             &policy.network,
             self.host_facts().landlock_abi,
+            self.host_facts().supervised,
             proxy_dir.as_deref(),
             &self.pins,
         )?;

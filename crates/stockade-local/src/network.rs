@@ -151,12 +151,16 @@ fn tempfile_dir(dir: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// What `policy` means for one run on `backend` (`None`: an operator
-/// runner, which has no relay and so cannot host the proxy).
+/// runner, which has no relay and so cannot host the proxy). `supervised`:
+/// this host can run landlock-run's supervisor
+/// (`stockade_core::supervision`), which governs connect where Landlock
+/// has no TCP rights.
 pub(crate) fn for_run(
     proxies: &Proxies,
     backend: Option<Backend>,
     policy: &NetworkPolicy,
     landlock_abi: Option<u8>,
+    supervised: bool,
     dir: Option<&Path>,
     pins: &RootPins,
 ) -> Result<RunNet, SandboxUnavailable> {
@@ -176,10 +180,13 @@ pub(crate) fn for_run(
                     "allow-listed needs stockade's own runner to relay the proxy into the sandbox; an operator runner_command cannot (use deny or allow)",
                 ));
             }
-            // Without Landlock's TCP rights (ABI 4) nothing stops a command
-            // connecting past the proxy: a default that cannot be enforced
-            // is refused, never run weakened.
-            if !bwrap_like && landlock_abi.unwrap_or(0) < 4 {
+            // Without Landlock's TCP rights (ABI 4) only the supervisor
+            // keeps a command from connecting past the proxy (landlock-run
+            // then performs every connect itself); without either, a
+            // default that cannot be enforced is refused, never run
+            // weakened. No Landlock at all: nothing to supervise under.
+            let abi = landlock_abi.unwrap_or(0);
+            if !bwrap_like && (abi == 0 || (abi < 4 && !supervised)) {
                 return Err(refused(unenforceable(landlock_abi)));
             }
             // bwrap reaches the proxy through its Unix socket; Landlock
@@ -214,7 +221,12 @@ pub(crate) fn for_run(
             run.log = Some(NetworkLogHandle(Arc::new(RunLog { proxy, token })));
         }
     }
-    if backend == Some(Backend::Landlock) && policy.mode == NetworkMode::AllowListed {
+    // Below ABI 4 the supervisor connects only to 127.0.0.1 at the
+    // proxy's port: no by-port gap there.
+    if backend == Some(Backend::Landlock)
+        && policy.mode == NetworkMode::AllowListed
+        && landlock_abi.unwrap_or(0) >= 4
+    {
         run.gaps.push(Gap::new(
             gaps::NETWORK_PORT,
             "Landlock allows TCP by port only: the proxy's port is reachable on every address, not only loopback",
@@ -231,7 +243,7 @@ fn unenforceable(abi: Option<u8>) -> String {
         None => "this kernel has no Landlock".to_owned(),
     };
     format!(
-        "allow-listed cannot be enforced under Landlock: {kernel}, and restricting TCP connections needs ABI 4 (Linux 6.7), so a command could connect past the proxy; choose `--network deny` (no network) or `--network allow` (the host's network), or the bwrap backend"
+        "allow-listed cannot be enforced under Landlock: {kernel}, and restricting TCP connections needs ABI 4 (Linux 6.7) or landlock-run's supervisor (seccomp user notification, which this host lacks), so a command could connect past the proxy; choose `--network deny` (no network) or `--network allow` (the host's network), or the bwrap backend"
     )
 }
 
@@ -249,17 +261,35 @@ mod tests {
         assert!(test_resolve(None).is_empty());
     }
 
-    /// Below Landlock ABI 4 nothing restricts TCP, so `allow-listed` under
-    /// Landlock is refused (naming the ABI and the flags that choose what
-    /// can run), never run with TCP open; bwrap and ABI 4 are unaffected.
+    /// Below Landlock ABI 4 without the supervisor nothing restricts TCP,
+    /// so `allow-listed` under Landlock is refused (naming the ABI and the
+    /// flags that choose what can run), never run with TCP open; with the
+    /// supervisor it runs (landlock-run governs connect), without the
+    /// by-port gap; bwrap and ABI 4 are unaffected.
     #[test]
-    fn allow_listed_under_landlock_below_abi_4_is_refused() {
+    fn allow_listed_under_landlock_below_abi_4_needs_the_supervisor() {
         let pins = RootPins::without_temp_roots();
         let proxies = Proxies::default();
         let listed = NetworkPolicy::new(NetworkMode::AllowListed, vec!["crates.io".into()]);
-        for abi in [Some(3), Some(0), None] {
-            let Err(e) = for_run(&proxies, Some(Backend::Landlock), &listed, abi, None, &pins)
-            else {
+        // (abi, supervised): no Landlock is refused even when supervised.
+        let refusals = [
+            (Some(3), false),
+            (Some(1), false),
+            (Some(0), false),
+            (None, false),
+            (Some(0), true),
+            (None, true),
+        ];
+        for (abi, sup) in refusals {
+            let Err(e) = for_run(
+                &proxies,
+                Some(Backend::Landlock),
+                &listed,
+                abi,
+                sup,
+                None,
+                &pins,
+            ) else {
                 panic!("abi {abi:?}: allow-listed ran with TCP unrestricted");
             };
             let text = e.to_string();
@@ -272,21 +302,41 @@ mod tests {
         }
         // No proxy was started for a refused run.
         assert!(proxies.map.lock().unwrap().is_empty());
-        let ok = for_run(
-            &proxies,
-            Some(Backend::Landlock),
-            &listed,
-            Some(4),
-            None,
-            &pins,
-        )
-        .unwrap();
-        assert!(matches!(ok.profile, ProfileNet::Proxy { .. }));
-        assert!(ok.gaps.iter().any(|g| g.name == gaps::NETWORK_PORT));
-        // deny and allow need no TCP rights; they still run at ABI 3.
+        for (abi, sup, port_gap) in [
+            (3, true, false),
+            (1, true, false),
+            (4, false, true),
+            (4, true, true),
+            (7, true, true),
+        ] {
+            let ok = for_run(
+                &proxies,
+                Some(Backend::Landlock),
+                &listed,
+                Some(abi),
+                sup,
+                None,
+                &pins,
+            )
+            .unwrap();
+            assert!(matches!(ok.profile, ProfileNet::Proxy { .. }), "abi {abi}");
+            let gap = ok.gaps.iter().any(|g| g.name == gaps::NETWORK_PORT);
+            assert_eq!(gap, port_gap, "abi {abi} supervised {sup}");
+        }
+        // deny and allow need no TCP rights; they still run at ABI 3
+        // unsupervised.
         for mode in [NetworkMode::Deny, NetworkMode::Allow] {
             let p = NetworkPolicy::new(mode, vec![]);
-            for_run(&proxies, Some(Backend::Landlock), &p, Some(3), None, &pins).unwrap();
+            for_run(
+                &proxies,
+                Some(Backend::Landlock),
+                &p,
+                Some(3),
+                false,
+                None,
+                &pins,
+            )
+            .unwrap();
         }
     }
 }
