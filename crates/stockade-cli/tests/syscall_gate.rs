@@ -621,3 +621,147 @@ fn allow_listen_serves_loopback_only() {
         }
     }
 }
+
+/// A Unix-socket server and its client in one run (tmux, ssh-agent, a
+/// language server), then the inet listens that must stay refused: one
+/// without bind() and one bound to 0.0.0.0. One word each.
+const UNIX_SERVER: &str = r#"
+import os, socket, sys, threading
+path = sys.argv[1]
+def unix():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    try:
+        s.listen(1)
+    except OSError as e:
+        return "unix-refused-%d" % e.errno
+    def serve():
+        c, _ = s.accept(); c.sendall(b"served"); c.close()
+    t = threading.Thread(target=serve); t.start()
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.settimeout(5)
+    c.connect(path)
+    got = c.recv(100).decode()
+    t.join()
+    return got
+def inet(bind):
+    try:
+        s = socket.socket()
+    except OSError as e:
+        return "socket-refused-%d" % e.errno
+    try:
+        if bind:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("0.0.0.0", int(sys.argv[2])))
+        s.listen(1)
+        return "listening"
+    except OSError as e:
+        return "refused-%d" % e.errno
+print(unix(), inet(False), inet(True))
+"#;
+
+/// Issue 22 item 3's regression: seccomp cannot see a socket's family on
+/// listen(), so refusing listen refused every Unix-socket server. Now the
+/// supervisor judges each listen by the socket's family: under Landlock
+/// deny and allow-listed (through `stockade exec`, root and nobody) a
+/// Unix-socket server serves its client in the same run, while an inet
+/// listen unbound or on 0.0.0.0 is still refused with EACCES (under deny
+/// the inet socket itself is refused). The control: plain Landlock
+/// (`--no-supervise`) still refuses the Unix listen outright, so the test
+/// sees the gate.
+#[test]
+fn unix_socket_servers_listen_under_deny_and_allow_listed() {
+    if !python() {
+        return;
+    }
+    let base = base();
+    let scripts = scripts(&base);
+    let server = scripts.path().join("unix_server.py");
+    fs::write(&server, UNIX_SERVER).unwrap();
+    fs::set_permissions(&server, fs::Permissions::from_mode(0o644)).unwrap();
+    let eacces = libc::EACCES;
+    for who in users() {
+        let state = owned_dir(&base, "unix-state-", who);
+        let ws = owned_dir(&base, "unix-ws-", who);
+        for network in ["deny", "allow-listed"] {
+            let sock = ws.path().join(format!("{network}.sock"));
+            let port = free_port();
+            // Below Landlock ABI 9 AF_UNIX sockets exist only where a
+            // socket path is granted; the workspace is.
+            let out = exec_cmd(who, state.path(), "landlock", network, ws.path())
+                .arg("--allow-socket")
+                .arg(ws.path())
+                .args(["--", PY])
+                .arg(&server)
+                .arg(&sock)
+                .arg(port.to_string())
+                .output()
+                .unwrap();
+            let inet = match network {
+                "deny" => format!("socket-refused-{eacces} socket-refused-{eacces}"),
+                _ => format!("refused-{eacces} refused-{eacces}"),
+            };
+            assert_eq!(
+                text(&out.stdout).trim(),
+                format!("served {inet}"),
+                "{who:?} {network}: {}",
+                show(&out)
+            );
+        }
+        let sock = ws.path().join("plain.sock");
+        let out = who
+            .command(LAUNCHER)
+            .args(["--ro", "/", "--rw"])
+            .arg(ws.path())
+            .arg("--allow-socket")
+            .arg(ws.path())
+            .args(["--net-deny", "--no-supervise", "--", PY])
+            .arg(&server)
+            .arg(&sock)
+            .arg(free_port().to_string())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout).trim(),
+            format!("unix-refused-{eacces} socket-refused-{eacces} socket-refused-{eacces}"),
+            "{who:?} --no-supervise: {}",
+            show(&out)
+        );
+    }
+}
+
+/// A listening inet socket handed in on stdin was judged by nobody: under
+/// deny and allow-listed the launcher refuses the run (125) instead of
+/// letting the command accept on it; under the host's network it runs.
+#[test]
+fn an_inherited_inet_listener_on_stdio_refuses_the_run() {
+    for who in users() {
+        for (net, refused) in [
+            (vec!["--net-deny"], true),
+            (vec!["--net-port", "9"], true),
+            (vec![], false),
+        ] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let stdin: std::os::fd::OwnedFd = listener.into();
+            let out = who
+                .command(LAUNCHER)
+                .args(["--ro", "/"])
+                .args(&net)
+                .args(["--", "true"])
+                .stdin(Stdio::from(stdin))
+                .output()
+                .unwrap();
+            let what = format!("{who:?} {net:?}: {}", show(&out));
+            if refused {
+                assert_eq!(out.status.code(), Some(125), "{what}");
+                assert!(
+                    text(&out.stderr).contains("descriptor 0 is a listening network socket"),
+                    "{what}"
+                );
+            } else {
+                assert!(out.status.success(), "{what}");
+            }
+        }
+    }
+}
