@@ -137,6 +137,23 @@ mod tests {
     }
 
     #[test]
+    fn what_the_audit_after_the_run_set_aside_reads_to_the_model() {
+        let mut r = result(false, None);
+        let q = stockade_core::Quarantined {
+            path: "/w/.envrc".into(),
+            moved_to: "/w/.envrc.stockade-quarantine-1".into(),
+            reason: stockade_core::QuarantineReason::ProtectedName,
+        };
+        let line = q.to_string();
+        if let Some(f) = r.sandbox.as_mut() {
+            f.after_run.quarantined.push(q);
+        }
+        let out = render(&r, false, Grant::default());
+        assert!(out.lines().any(|l| l == line), "{out}");
+        assert!(line.contains("/w/.envrc was moved aside to /w/.envrc.stockade-quarantine-1"));
+    }
+
+    #[test]
     fn a_network_denial_reads_marker_instruction_then_the_network_hint() {
         let r = result(false, Some((NetworkMode::Deny, &["example.com"])));
         let out = render(&r, true, Grant::default());
