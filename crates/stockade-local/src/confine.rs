@@ -165,7 +165,7 @@ pub(crate) fn prepare(
     }
     let mut gaps = deny_reads(pins, policy, bwrap_like, &writable, &mut fds, &mut profile)?;
     if after_run.is_some() {
-        gaps.push(Gap::new(gaps::AFTER_RUN, audit::GAP));
+        gaps.push(after_run_gap());
     }
     Ok(Prepared {
         deny_read: profile.deny_read.iter().map(|m| m.path.clone()).collect(),
@@ -176,6 +176,12 @@ pub(crate) fn prepare(
         gaps,
         after_run,
     })
+}
+
+/// What the audit after a workspace-write run leaves open (for the run's
+/// gaps and `probe`).
+pub(crate) fn after_run_gap() -> Gap {
+    Gap::new(gaps::AFTER_RUN, audit::GAP)
 }
 
 /// The post-run audit (`stockade_roots::audit`) as the provider's

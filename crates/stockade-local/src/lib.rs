@@ -642,6 +642,7 @@ impl LocalProvider {
             backend,
             self.host_facts().landlock_abi,
         ));
+        out.push(confine::after_run_gap());
         out
     }
 
