@@ -101,8 +101,11 @@ struct ExecArgs {
     /// allow).
     #[arg(long)]
     network: Option<NetworkMode>,
-    /// A host allow-listed runs may reach besides the default list (exact,
-    /// or `*.example.com`); repeatable.
+    /// A host allow-listed runs may reach besides the default list: a
+    /// name (exact, or `*.example.com`), an address (`10.0.0.5`, `::1`) or
+    /// a CIDR range (`10.0.0.0/8`); repeatable. Loopback, private,
+    /// link-local and other non-public addresses are reached only when
+    /// listed as an address or range, whatever a name resolves to.
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
     /// A TCP port a server of CMD may listen on, on loopback only, under
