@@ -270,7 +270,9 @@ pub const TABLE: &[Group] = &[
     Group {
         verdict: Verdict::Allow,
         reason: "act on a socket the command already has: its creation, and where it may \
-                 connect, were judged by the socket rules",
+                 connect, were judged by the socket rules (a TCP socket ignores a send's \
+                 address except with MSG_FASTOPEN, which is refused where the supervisor \
+                 governs connect)",
         names: &[
             "sendto",
             "recvfrom",
