@@ -417,30 +417,9 @@ impl Fence {
         {
             return Err(Errno::ACCESS);
         }
-        let target = match i32::from(family) {
-            libc::AF_UNSPEC => return rustix::net::connect_unspec(&socket),
-            libc::AF_INET if addr.len() >= 16 => {
-                let port = u16::from_be_bytes([addr[2], addr[3]]);
-                let ip = std::net::Ipv4Addr::new(addr[4], addr[5], addr[6], addr[7]);
-                std::net::SocketAddr::from((ip, port))
-            }
-            libc::AF_INET6 if addr.len() >= 24 => {
-                let port = u16::from_be_bytes([addr[2], addr[3]]);
-                let mut octets = [0u8; 16];
-                octets.copy_from_slice(&addr[8..24]);
-                std::net::SocketAddr::from((std::net::Ipv6Addr::from(octets), port))
-            }
-            libc::AF_INET | libc::AF_INET6 => return Err(Errno::INVAL),
-            _ => return Err(Errno::AFNOSUPPORT),
+        let Some(target) = inet_target(addr, self.connect.proxy_port)? else {
+            return rustix::net::connect_unspec(&socket);
         };
-        let proxy = std::net::Ipv4Addr::LOCALHOST;
-        let to_proxy = match target.ip() {
-            std::net::IpAddr::V4(ip) => ip == proxy,
-            std::net::IpAddr::V6(ip) => ip.to_ipv4_mapped() == Some(proxy),
-        };
-        if !to_proxy || self.connect.proxy_port != Some(target.port()) {
-            return Err(Errno::ACCESS);
-        }
         // Rebuilt from the checked values: what is connected is what was
         // judged, whatever else the child's copy carried.
         match target {
@@ -992,6 +971,45 @@ fn umask(child: Child) -> u32 {
         .unwrap_or(0o077)
 }
 
+/// Judges a connect's address (as copied from the child) on an inet
+/// socket: `Ok(None)` for AF_UNSPEC (dissolving an association, as the
+/// kernel does), `Ok(Some(to))` only for 127.0.0.1 (or ::ffff:127.0.0.1)
+/// at `proxy_port`; EACCES for every other destination, and the kernel's
+/// own errors for a malformed address.
+fn inet_target(
+    addr: &[u8],
+    proxy_port: Option<u16>,
+) -> Result<Option<std::net::SocketAddr>, Errno> {
+    let family = addr
+        .get(..2)
+        .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+        .ok_or(Errno::INVAL)?;
+    let port = || u16::from_be_bytes([addr[2], addr[3]]);
+    let target = match i32::from(family) {
+        libc::AF_UNSPEC => return Ok(None),
+        libc::AF_INET if addr.len() >= 16 => {
+            let ip = std::net::Ipv4Addr::new(addr[4], addr[5], addr[6], addr[7]);
+            std::net::SocketAddr::from((ip, port()))
+        }
+        libc::AF_INET6 if addr.len() >= 24 => {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&addr[8..24]);
+            std::net::SocketAddr::from((std::net::Ipv6Addr::from(octets), port()))
+        }
+        libc::AF_INET | libc::AF_INET6 => return Err(Errno::INVAL),
+        _ => return Err(Errno::AFNOSUPPORT),
+    };
+    let proxy = std::net::Ipv4Addr::LOCALHOST;
+    let to_proxy = match target.ip() {
+        std::net::IpAddr::V4(ip) => ip == proxy,
+        std::net::IpAddr::V6(ip) => ip.to_ipv4_mapped() == Some(proxy),
+    };
+    if !to_proxy || proxy_port != Some(target.port()) {
+        return Err(Errno::ACCESS);
+    }
+    Ok(Some(target))
+}
+
 /// The child's descriptor `fd` (or its working directory for `AT_FDCWD`),
 /// opened here through procfs: the same file, a handle of our own.
 /// The child's socket `fd` itself (not a reopened name: a socket has
@@ -1236,6 +1254,59 @@ mod tests {
         assert_eq!(for_child(c, b"/proc/thread-self/cwd"), b"/proc/42/cwd");
         assert_eq!(for_child(c, b"/proc/selfish"), b"/proc/selfish");
         assert_eq!(for_child(c, b"/dev/stdout2"), b"/dev/stdout2");
+    }
+
+    fn v4(ip: [u8; 4], port: u16) -> Vec<u8> {
+        let mut a = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        a.extend(port.to_be_bytes());
+        a.extend(ip);
+        a.extend([0u8; 8]);
+        a
+    }
+
+    fn v6(ip: std::net::Ipv6Addr, port: u16) -> Vec<u8> {
+        let mut a = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        a.extend(port.to_be_bytes());
+        a.extend([0u8; 4]);
+        a.extend(ip.octets());
+        a.extend([0u8; 4]);
+        a
+    }
+
+    /// Only 127.0.0.1 (or its v4-mapped form) at the proxy's port passes;
+    /// another port, another loopback address, ::1, any other address and
+    /// no proxy at all (deny) are EACCES; short addresses are EINVAL as
+    /// the kernel says, other families EAFNOSUPPORT.
+    #[test]
+    fn a_governed_connect_reaches_only_the_proxy() {
+        let p = Some(3128);
+        let ok = inet_target(&v4([127, 0, 0, 1], 3128), p).unwrap().unwrap();
+        assert_eq!(ok, "127.0.0.1:3128".parse().unwrap());
+        let mapped = "::ffff:127.0.0.1".parse().unwrap();
+        assert!(inet_target(&v6(mapped, 3128), p).unwrap().is_some());
+        for refused in [
+            v4([127, 0, 0, 1], 3129),
+            v4([127, 0, 0, 2], 3128),
+            v4([10, 0, 0, 1], 3128),
+            v4([0, 0, 0, 0], 3128),
+            v6(std::net::Ipv6Addr::LOCALHOST, 3128),
+            v6("::ffff:10.0.0.1".parse().unwrap(), 3128),
+        ] {
+            assert_eq!(inet_target(&refused, p), Err(Errno::ACCESS), "{refused:?}");
+        }
+        assert_eq!(
+            inet_target(&v4([127, 0, 0, 1], 3128), None),
+            Err(Errno::ACCESS)
+        );
+        assert_eq!(
+            inet_target(&v4([127, 0, 0, 1], 3128)[..15], p),
+            Err(Errno::INVAL)
+        );
+        assert_eq!(inet_target(&[], p), Err(Errno::INVAL));
+        let unspec = (libc::AF_UNSPEC as u16).to_ne_bytes();
+        assert_eq!(inet_target(&unspec, p), Ok(None));
+        let unix = (libc::AF_UNIX as u16).to_ne_bytes();
+        assert_eq!(inet_target(&unix, p), Err(Errno::AFNOSUPPORT));
     }
 
     #[test]
