@@ -25,6 +25,10 @@ use crate::spec::{ExitFacts, OutputStream, OutputTap, SandboxFacts, ShellResult,
 /// descendant that left the group (setsid) may hold a pipe open forever.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a runner whose command was killed may take to reap its tree and
+/// exit before it is killed too.
+const RUNNER_GRACE: Duration = Duration::from_secs(2);
+
 /// What the sandbox wrapped around this process.
 #[derive(Debug, Clone)]
 pub(crate) struct Wrap {
@@ -653,7 +657,22 @@ impl Running {
                 if let Some(group) = self.group.0 {
                     sys::kill_tree_below(group);
                 }
-                self.group.kill();
+                // A runner whose command is gone reaps what was below it and
+                // exits on its own; killed at once instead, the zombies it
+                // had not reaped yet would be handed to the subreaper above
+                // (`stockade acp`), which reaps none before it ends. Once it
+                // is reaped its group is empty (everything below was killed)
+                // and its id may be reused: disarmed, not killed.
+                let runner = self.launch.wrap.as_ref().is_some_and(|w| w.backend.is_some());
+                if runner
+                    && tokio::time::timeout(RUNNER_GRACE, self.child.wait())
+                        .await
+                        .is_ok()
+                {
+                    self.group.disarm();
+                } else {
+                    self.group.kill();
+                }
             }
         }
         let status = match end {

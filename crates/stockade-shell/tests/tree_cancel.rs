@@ -3,7 +3,9 @@
 //! group: a daemon that left the group with `setsid -f` while the command
 //! runs on is killed too, on the real Landlock and bwrap runners. Each
 //! daemon appends to a file once a second; after the run settled the file
-//! must not grow and no process carrying the run's marker may remain.
+//! must not grow, no process carrying the run's marker may remain, and
+//! (this process being a subreaper, as `stockade acp` is) a settled run
+//! hands it no zombie.
 //! (In-process, so as the test's own user; `stockade exec` and `stockade
 //! acp`'s suites run the same trees as root and as `nobody`.)
 #![cfg(target_os = "linux")]
@@ -20,6 +22,9 @@ use stockade_shell::{SandboxedExecutor, ShellExecutor, ShellRequest};
 
 /// A failure detector only.
 const HANG: Duration = Duration::from_secs(60);
+
+/// One test at a time: the zombie check looks at this whole process.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn marker() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -51,6 +56,27 @@ fn marked(mark: &str) -> Vec<u32> {
         });
         if holds {
             out.push(pid);
+        }
+    }
+    out
+}
+
+/// Our children that exited and were not reaped.
+fn zombie_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in list
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
+            if state == Some("Z") {
+                out.push(pid);
+            }
         }
     }
     out
@@ -91,6 +117,8 @@ struct Case {
 
 impl Case {
     fn new(provider: Arc<dyn SandboxProvider>) -> Self {
+        // As `stockade acp` is: orphans of the runs are handed to us.
+        stockade_shell::tree::adopt_orphans();
         let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
         let dir = tempfile::Builder::new()
             .prefix("tree-cancel-")
@@ -140,8 +168,16 @@ impl Case {
         true
     }
 
-    /// After the run settled: nothing writes, nothing of the tree remains.
-    async fn nothing_left(&self, what: &str) {
+    /// After the run settled: nothing writes, nothing of the tree remains,
+    /// and (`settled`) no zombie of it was handed to us, the subreaper.
+    async fn nothing_left(&self, what: &str, settled: bool) {
+        if settled {
+            let zombies = zombie_children();
+            assert!(
+                zombies.is_empty(),
+                "{what}: zombies handed to us: {zombies:?}"
+            );
+        }
         let f = self.ws.join("f");
         assert!(size(&f) > 0, "{what}: the daemon never wrote (void)");
         let before = size(&f);
@@ -173,6 +209,7 @@ impl Case {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_timed_out_run_ends_its_whole_tree() {
+    let _serial = SERIAL.lock().await;
     for (backend, provider) in providers() {
         let c = Case::new(provider);
         // Long enough for the daemon to write (checked: a run that timed
@@ -183,12 +220,13 @@ async fn a_timed_out_run_ends_its_whole_tree() {
             .expect("the run hung")
             .unwrap();
         assert!(r.timed_out, "{backend}: {r:?}");
-        c.nothing_left(&format!("{backend} timeout")).await;
+        c.nothing_left(&format!("{backend} timeout"), true).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_background_job_ends_its_whole_tree() {
+    let _serial = SERIAL.lock().await;
     for (backend, provider) in providers() {
         let c = Case::new(provider);
         let job = c.exec.start(c.exec.resolve(c.request())).unwrap();
@@ -198,12 +236,13 @@ async fn a_killed_background_job_ends_its_whole_tree() {
             .await
             .expect("the job hung");
         assert!(r.cancelled, "{backend}: {r:?}");
-        c.nothing_left(&format!("{backend} job kill")).await;
+        c.nothing_left(&format!("{backend} job kill"), true).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dropped_run_ends_its_whole_tree() {
+    let _serial = SERIAL.lock().await;
     for (backend, provider) in providers() {
         let c = Case::new(provider);
         let run = c.exec.run(c.exec.resolve(c.request()));
@@ -212,6 +251,12 @@ async fn a_dropped_run_ends_its_whole_tree() {
             wrote = c.daemon_wrote() => assert!(wrote, "{backend}: the daemon never wrote"),
         }
         // The run's future is dropped with the select: its tree ends then.
-        c.nothing_left(&format!("{backend} drop")).await;
+        c.nothing_left(&format!("{backend} drop"), false).await;
+        // A dropped run cannot wait for its runner: what it had not reaped
+        // yet is ours now. Reaped here, so the next test starts clean.
+        for pid in zombie_children() {
+            let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+        }
     }
 }
