@@ -663,7 +663,11 @@ impl Running {
                 // (`stockade acp`), which reaps none before it ends. Once it
                 // is reaped its group is empty (everything below was killed)
                 // and its id may be reused: disarmed, not killed.
-                let runner = self.launch.wrap.as_ref().is_some_and(|w| w.backend.is_some());
+                let runner = self
+                    .launch
+                    .wrap
+                    .as_ref()
+                    .is_some_and(|w| w.backend.is_some());
                 if runner
                     && tokio::time::timeout(RUNNER_GRACE, self.child.wait())
                         .await
