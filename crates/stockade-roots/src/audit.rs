@@ -572,6 +572,18 @@ impl Repo {
         let Some(top_path) = find_top(workspace) else {
             return Ok((None, None));
         };
+        // A `.git` another user left above the workspace (`/tmp/.git`) is
+        // not this repository (git refuses it as dubious ownership, and
+        // `git_protected` ignores it): its index must not name what is set
+        // aside here.
+        if top_path != workspace {
+            use std::os::unix::fs::MetadataExt;
+            let owner = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.uid()).ok();
+            let ws_owner = owner(workspace);
+            if ws_owner.is_none() || ws_owner != owner(&top_path.join(".git")) {
+                return Ok((None, None));
+            }
+        }
         let top = rustix::fs::open(&top_path, DIR_FLAGS, Mode::empty())
             .map_err(|e| io_at(&top_path)(e.into()))?;
         let dotgit = top_path.join(".git");
