@@ -77,7 +77,16 @@ fn exec(
         .arg(ws)
         .args(["--", "/bin/sh", "-c", script])
         .current_dir(ws);
-    c.output().unwrap()
+    let out = c.output().unwrap();
+    // A run refused before it started (125) would make every "the attack
+    // failed" below pass without trying it.
+    assert_ne!(
+        out.status.code(),
+        Some(125),
+        "{who:?} {backend}: the run never started: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// The user's own git, unconfined, as `who`.
