@@ -157,6 +157,11 @@ mod sys {
         let _ = kill_process_group(group, Signal::KILL);
     }
 
+    /// Stops the unreaped child `group` names.
+    pub(super) fn stop(group: Group) {
+        let _ = rustix::process::kill_process(group, Signal::STOP);
+    }
+
     /// Every descendant of the unreaped child `group` leads, however it
     /// left the group (`setsid`, re-parenting inside the runner).
     pub(super) fn kill_tree_below(group: Group) {
@@ -194,6 +199,8 @@ mod sys {
     pub(super) fn kill_group(_: Group) {}
 
     pub(super) fn kill_tree_below(_: Group) {}
+
+    pub(super) fn stop(_: Group) {}
 
     pub(super) fn new_group(_: &mut tokio::process::Command) {}
 
@@ -833,10 +840,16 @@ pub(crate) fn piped_spawn_error(launch: &Launch, err: std::io::Error) -> ShellEr
     spawn_error(launch, err)
 }
 
-/// SIGKILL the process group led by the child `child_id` (nothing where
-/// there are no process groups).
+/// SIGKILL the tree below the child `child_id`, then the process group it
+/// leads (nothing where there are no process groups). `child_id` is given
+/// only while the child is unreaped (tokio's `Child::id`), so it names no
+/// one else.
 pub(crate) fn kill_group_of(child_id: Option<u32>) {
     if let Some(group) = sys::group_of(child_id) {
+        // Stopped first, so it cannot see its tree die and exit with a
+        // status of its own: it dies of the SIGKILL, as its caller asked.
+        sys::stop(group);
+        sys::kill_tree_below(group);
         sys::kill_group(group);
     }
 }

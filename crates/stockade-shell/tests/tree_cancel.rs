@@ -82,6 +82,13 @@ fn zombie_children() -> Vec<u32> {
     out
 }
 
+fn reap_zombies() {
+    for pid in zombie_children() {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+    }
+}
+
 fn size(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
@@ -254,9 +261,28 @@ async fn a_dropped_run_ends_its_whole_tree() {
         c.nothing_left(&format!("{backend} drop"), false).await;
         // A dropped run cannot wait for its runner: what it had not reaped
         // yet is ours now. Reaped here, so the next test starts clean.
-        for pid in zombie_children() {
-            let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
-            let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
-        }
+        reap_zombies();
+    }
+}
+
+/// A long-running piped child (an MCP server) that is killed ends with its
+/// whole tree too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_piped_child_ends_its_whole_tree() {
+    let _serial = SERIAL.lock().await;
+    for (backend, provider) in providers() {
+        let c = Case::new(provider);
+        let mut child = c.exec.spawn_piped(c.request()).await.unwrap();
+        assert!(c.daemon_wrote().await, "{backend}: the daemon never wrote");
+        child.kill();
+        let exit = tokio::time::timeout(HANG, child.wait())
+            .await
+            .expect("the piped child hung");
+        assert_eq!(exit.signal, Some(9), "{backend}: {exit:?}");
+        // Its runner is stopped while its tree dies (so it dies of the
+        // kill, as asked), so what it had not reaped is ours: reaped here.
+        c.nothing_left(&format!("{backend} piped kill"), false)
+            .await;
+        reap_zombies();
     }
 }
