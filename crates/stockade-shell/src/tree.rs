@@ -15,7 +15,8 @@
 //!   tree closed while it lives): every descendant is stopped first, walk
 //!   after walk until one finds nothing new (a stopped process cannot fork,
 //!   and a fork in progress shows as a new child the next walk stops), then
-//!   all are killed through pidfds taken while each was still in the tree.
+//!   all are killed through pidfds taken while each was still in the tree,
+//!   and waited for until each has exited.
 
 /// Make orphans of every tree below this process its children (Linux);
 /// elsewhere a no-op. Process-wide: call it where this process owns the
@@ -114,42 +115,47 @@ mod linux {
         }
     }
 
+    /// One walk below `root`: stops and holds every process not held yet;
+    /// whether there was any (or one moved and must be looked at again).
+    fn stop_new(root: i32, held: &mut Vec<(i32, OwnedFd)>, refused: &mut Vec<i32>) -> bool {
+        let mut new = false;
+        for (pid, parent) in walk(root) {
+            if held.iter().any(|(p, _)| *p == pid) || refused.contains(&pid) {
+                continue;
+            }
+            match hold(pid, parent) {
+                // EPERM: not ours to stop (its uid changed).
+                Ok(fd) => match pidfd_send_signal(&fd, Signal::STOP) {
+                    Ok(()) => {
+                        held.push((pid, fd));
+                        new = true;
+                    }
+                    Err(_) => refused.push(pid),
+                },
+                // Re-parented since the walk (or gone): the next walk lists
+                // it under its new parent.
+                Err(_) => new = true,
+            }
+        }
+        new
+    }
+
     pub(super) fn kill_below(root: u32) {
         let Ok(root) = i32::try_from(root) else {
             return;
         };
         let mut held: Vec<(i32, OwnedFd)> = Vec::new();
         let mut refused: Vec<i32> = Vec::new();
-        // Stop, walk after walk, until a walk finds nothing new. Bounded by
-        // the tree: each round stops what it finds, and a stopped process
-        // makes nothing new.
-        loop {
-            let mut new = false;
-            for (pid, parent) in walk(root) {
-                if held.iter().any(|(p, _)| *p == pid) || refused.contains(&pid) {
-                    continue;
-                }
-                match hold(pid, parent) {
-                    Ok(fd) => {
-                        // EPERM: not ours to stop (its uid changed).
-                        if pidfd_send_signal(&fd, Signal::STOP).is_ok() {
-                            held.push((pid, fd));
-                            new = true;
-                        } else {
-                            refused.push(pid);
-                        }
-                    }
-                    // Re-parented since the walk (or gone): the next walk
-                    // lists it under its new parent.
-                    Err(_) => new = true,
-                }
+        // Stop, walk after walk, until a walk finds nothing new (a stopped
+        // process makes nothing new), then kill all. One resumed meanwhile
+        // by another of the tree (SIGCONT) could have forked: the walk
+        // after the kill finds its child, and the round repeats. A killed
+        // process forks no more, so the rounds end.
+        while stop_new(root, &mut held, &mut refused) {
+            while stop_new(root, &mut held, &mut refused) {}
+            for (_, fd) in &held {
+                let _ = pidfd_send_signal(fd, Signal::KILL);
             }
-            if !new {
-                break;
-            }
-        }
-        for (_, fd) in &held {
-            let _ = pidfd_send_signal(fd, Signal::KILL);
         }
         // Returned only once each has exited (its pidfd turns readable), so
         // nothing of the tree runs after the caller reports the run. A
