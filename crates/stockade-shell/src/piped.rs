@@ -126,22 +126,9 @@ impl PipedChild {
     /// by [`Self::wait`], or in the background once dropped.
     pub fn kill(&mut self) {
         if self.exit.is_none() {
-            // The tree below the runner first, while it is alive and so
-            // keeps every orphan below it (a `setsid` daemon of the server
-            // left its group); then the group. Before reaping: while the
-            // leader is unreaped its id cannot name anyone else's group.
-            if let Some(pid) = self.child.id() {
-                // Stopped first, so it cannot see its tree die and exit on
-                // its own: it still ends by the SIGKILL below, as promised.
-                #[cfg(unix)]
-                if let Some(p) = i32::try_from(pid)
-                    .ok()
-                    .and_then(rustix::process::Pid::from_raw)
-                {
-                    let _ = rustix::process::kill_process(p, rustix::process::Signal::STOP);
-                }
-                crate::tree::kill_below(pid);
-            }
+            // Before reaping: while the leader is unreaped its id cannot
+            // name anyone else's group. (It stops the runner and ends the
+            // tree below it first: a `setsid` daemon of the server.)
             process::kill_group_of(self.child.id());
             let _ = self.child.start_kill();
         }
