@@ -14,7 +14,6 @@ mod common;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -28,40 +27,10 @@ use stockade_testkit::users::users;
 const HANG: Duration = Duration::from_secs(60);
 
 fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "acp-tree-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    stockade_testkit::procs::marker("acp-tree")
 }
 
-/// Pids of processes whose argv or environment holds `mark`.
-fn marked(mark: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = mark.as_bytes();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let holds = ["cmdline", "environ"].iter().any(|f| {
-            std::fs::read(entry.path().join(f))
-                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
-        });
-        if holds {
-            out.push(pid);
-        }
-    }
-    out
-}
+use stockade_testkit::procs::marked;
 
 fn size(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)

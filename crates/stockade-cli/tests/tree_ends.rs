@@ -13,7 +13,6 @@ use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use stockade_testkit::users::users;
@@ -23,40 +22,10 @@ use stockade_testkit::users::users;
 const MARK_VAR: &str = "STOCKADE_TREE_MARK";
 
 fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "tree-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    stockade_testkit::procs::marker("tree")
 }
 
-/// Pids of processes whose argv or environment holds `mark`.
-fn marked(mark: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = mark.as_bytes();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let holds = ["cmdline", "environ"].iter().any(|f| {
-            std::fs::read(entry.path().join(f))
-                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
-        });
-        if holds {
-            out.push(pid);
-        }
-    }
-    out
-}
+use stockade_testkit::procs::marked;
 
 /// A failure detector only: a run that has not ended after this long hangs.
 const HANG: Duration = Duration::from_secs(60);

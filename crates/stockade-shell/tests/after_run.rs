@@ -212,17 +212,9 @@ async fn a_piped_child_is_audited_when_it_ends_or_is_killed() {
                 "{backend} {how}: planted after the audit"
             );
             assert!(
-                !leftover("3599.25"),
+                stockade_testkit::procs::marked("3599.25").is_empty(),
                 "{backend} {how}: the server's daemon outlived it"
             );
         }
     }
-}
-
-/// Whether a process whose command line holds `marker` is still running.
-fn leftover(marker: &str) -> bool {
-    fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        fs::read(e.path().join("cmdline"))
-            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-    })
 }

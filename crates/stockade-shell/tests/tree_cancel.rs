@@ -13,7 +13,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use stockade_core::{ExecutionPolicy, NetworkMode, NetworkPolicy, SandboxMode, SandboxProvider};
@@ -27,39 +26,10 @@ const HANG: Duration = Duration::from_secs(60);
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn marker() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "shell-tree-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    stockade_testkit::procs::marker("shell-tree")
 }
 
-fn marked(mark: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let needle = mark.as_bytes();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let holds = ["cmdline", "environ"].iter().any(|f| {
-            std::fs::read(entry.path().join(f))
-                .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
-        });
-        if holds {
-            out.push(pid);
-        }
-    }
-    out
-}
+use stockade_testkit::procs::marked;
 
 /// Our children that exited and were not reaped.
 fn zombie_children() -> Vec<u32> {
