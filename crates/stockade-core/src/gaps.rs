@@ -15,6 +15,11 @@ pub const UNIX_SOCKETS: &str = "unix-sockets";
 pub const SIGNALS: &str = "signals";
 /// Some of the procfs entries container runtimes mask stay readable.
 pub const PROC_MASKS: &str = "proc-masks";
+/// System V IPC objects (shared memory, message queues, semaphores) of the
+/// user's processes outside the sandbox can be reached: they are judged by
+/// their owner and mode, not by Landlock, and the IPC namespace is the
+/// caller's (bwrap gives every run a private one).
+pub const IPC: &str = "ipc";
 
 /// A deny-read path this backend cannot keep unreadable here (Landlock
 /// cannot take read back beneath a writable root it grants).
@@ -51,6 +56,7 @@ pub const ALL: &[&str] = &[
     UNIX_SOCKETS,
     SIGNALS,
     PROC_MASKS,
+    IPC,
     DENY_READ,
     DENY_READ_NAMES,
     DENY_READ_ALIASES,

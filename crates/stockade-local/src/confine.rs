@@ -635,6 +635,10 @@ pub(crate) fn gaps_for(
             gaps::PROC_MASKS,
             "procfs and sysfs are read-only, but /proc/kcore, /proc/keys, /proc/timer_list and the other entries container runtimes mask stay readable",
         ));
+        out.push(Gap::new(
+            gaps::IPC,
+            "System V shared memory, message queues and semaphores of the user's processes outside the sandbox stay reachable (judged by their owner and mode; the IPC namespace is the caller's)",
+        ));
         if abi_n < 3 {
             out.push(Gap::new(
                 gaps::TRUNCATE,

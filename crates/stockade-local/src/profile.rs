@@ -243,6 +243,9 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
         &mut out,
         &[
             "--unshare-pid",
+            // SysV IPC objects outside (shared memory another process
+            // maps) are not files: a private namespace keeps them out.
+            "--unshare-ipc",
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
@@ -505,6 +508,7 @@ mod tests {
                 "--proc",
                 "/proc",
                 "--unshare-pid",
+                "--unshare-ipc",
                 "--die-with-parent",
                 "--new-session",
                 "--cap-drop",
@@ -557,6 +561,7 @@ mod tests {
                 "7",
                 "/work/ws/.git/hooks",
                 "--unshare-pid",
+                "--unshare-ipc",
                 "--die-with-parent",
                 "--new-session",
                 "--cap-drop",

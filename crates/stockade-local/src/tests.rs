@@ -947,6 +947,7 @@ fn landlock_results_name_their_gaps() {
         stockade_core::gaps::TRUNCATE,
         stockade_core::gaps::SIGNALS,
         stockade_core::gaps::PROC_MASKS,
+        stockade_core::gaps::IPC,
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
