@@ -692,6 +692,10 @@ pub fn connect_governed() -> bool {
 /// table, in its order; VERDICT is `governed`, `undecoded`, `socket`,
 /// `allow` or `refuse:ERRNO`.
 pub fn print() {
+    use std::io::Write as _;
+    // A reader that stops early (`| head`) closes the pipe: the listing
+    // just ends, with no panic.
+    let mut out = std::io::stdout().lock();
     for group in TABLE {
         let verdict = match group.verdict {
             Verdict::Governed => "governed".to_string(),
@@ -702,7 +706,9 @@ pub fn print() {
         };
         let reason: Vec<&str> = group.reason.split_whitespace().collect();
         for name in group.names {
-            println!("{name} {verdict} {}", reason.join(" "));
+            if writeln!(out, "{name} {verdict} {}", reason.join(" ")).is_err() {
+                return;
+            }
         }
     }
 }

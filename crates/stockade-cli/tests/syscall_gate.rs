@@ -765,3 +765,58 @@ fn an_inherited_inet_listener_on_stdio_refuses_the_run() {
         }
     }
 }
+
+/// `landlock-run --syscalls` lists every call of the table once, with a
+/// verdict the table knows, and a reader that stops early (`| head`) ends
+/// the listing quietly instead of making the launcher panic.
+#[test]
+fn the_syscall_listing_is_whole_and_ends_quietly_on_a_closed_pipe() {
+    let out = Command::new(LAUNCHER).arg("--syscalls").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut names = std::collections::HashSet::new();
+    for line in text.lines() {
+        let mut words = line.split(' ');
+        let (name, verdict) = (words.next().unwrap(), words.next().unwrap());
+        assert!(names.insert(name.to_owned()), "{name} listed twice");
+        assert!(
+            ["governed", "undecoded", "socket", "allow"].contains(&verdict)
+                || verdict.starts_with("refuse:"),
+            "{line}"
+        );
+        assert!(words.next().is_some(), "{name} has no reason");
+    }
+    for must in [
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "open_by_handle_at",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{must} refuse:"))),
+            "{must} is not refused"
+        );
+    }
+    // The reader closes the pipe after one line.
+    let mut child = Command::new(LAUNCHER)
+        .arg("--syscalls")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
