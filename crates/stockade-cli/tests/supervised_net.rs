@@ -272,46 +272,21 @@ fn supervised_connect_without_the_supervisor_is_refused() {
     }
 }
 
-/// A network namespace with a veth pair (host side 10.214.N.1, peer
-/// 10.214.N.2) and a greeting server in it; removed when dropped.
+/// A peer on another address (a network namespace on a veth pair,
+/// 10.214.N.0/30) with a greeting server in it; removed when dropped.
 struct Peer {
-    ns: String,
-    addr: String,
     server: std::process::Child,
+    addr: String,
+    // Dropped after the server is killed (fields drop in order).
+    _net: stockade_testkit::netns::Netns,
 }
-
-static PEERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Peer {
     fn new(server: &Path, port: u16) -> Option<Peer> {
-        let ip = Command::new("sh")
-            .args(["-c", "command -v ip"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !stockade_testkit::require("ip (iproute2)", ip) {
-            return None;
-        }
-        let n = PEERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 250;
-        let id = (std::process::id() % 10_000) * 1000 + n;
-        let ns = format!("snet{id}");
-        let (host, inner) = (format!("snh{id}"), format!("snp{id}"));
-        let addr = format!("10.214.{n}.2");
-        for cmd in [
-            format!("ip netns add {ns}"),
-            format!("ip link add {host} type veth peer name {inner}"),
-            format!("ip link set {inner} netns {ns}"),
-            format!("ip addr add 10.214.{n}.1/30 dev {host}"),
-            format!("ip link set {host} up"),
-            format!("ip -n {ns} addr add {addr}/30 dev {inner}"),
-            format!("ip -n {ns} link set {inner} up"),
-            format!("ip -n {ns} link set lo up"),
-        ] {
-            let st = Command::new("sh").args(["-c", &cmd]).status().unwrap();
-            assert!(st.success(), "{cmd}");
-        }
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &ns, PY])
+        let net = stockade_testkit::netns::Netns::new("sn", 214)?;
+        let addr = net.peer_addr.clone();
+        let mut child = net
+            .command(PY)
             .arg(server)
             .args([&addr, &port.to_string()])
             .stdout(Stdio::piped())
@@ -324,9 +299,9 @@ impl Peer {
             .unwrap();
         assert_eq!(line.trim(), "up");
         Some(Peer {
-            ns,
-            addr,
             server: child,
+            addr,
+            _net: net,
         })
     }
 }
@@ -335,7 +310,6 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.server.kill();
         let _ = self.server.wait();
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
 

@@ -372,66 +372,25 @@ except OSError:
     pass
 "#;
 
-/// A network namespace with a veth pair: the host side 10.213.N.1, the
-/// peer 10.213.N.2, N distinct per peer (tests run in parallel). Removed
-/// (with its veth) when dropped.
+/// A peer on another address: a network namespace on a veth pair
+/// (10.213.N.0/30), removed when dropped.
 struct Peer {
-    ns: String,
-    host: String,
+    net: stockade_testkit::netns::Netns,
 }
-
-static PEERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Peer {
     fn new() -> Option<Peer> {
-        let ip = Command::new("sh")
-            .args(["-c", "command -v ip"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !stockade_testkit::require("ip (iproute2)", ip) {
-            return None;
-        }
-        let n = PEERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 250;
-        let id = (std::process::id() % 10_000) * 1000 + n;
-        let peer = Peer {
-            ns: format!("sgate{id}"),
-            host: format!("10.213.{n}.1"),
-        };
-        let (host, inner) = (format!("sgh{id}"), format!("sgp{id}"));
-        for cmd in [
-            format!("ip netns add {}", peer.ns),
-            format!("ip link add {host} type veth peer name {inner}"),
-            format!("ip link set {inner} netns {}", peer.ns),
-            format!("ip addr add {}/30 dev {host}", peer.host),
-            format!("ip link set {host} up"),
-            format!("ip -n {} addr add 10.213.{n}.2/30 dev {inner}", peer.ns),
-            format!("ip -n {} link set {inner} up", peer.ns),
-            format!("ip -n {} link set lo up", peer.ns),
-        ] {
-            let st = Command::new("sh").args(["-c", &cmd]).status().unwrap();
-            assert!(st.success(), "{cmd}");
-        }
-        Some(peer)
+        stockade_testkit::netns::Netns::new("sg", 213).map(|net| Peer { net })
     }
 
-    /// What a client in the namespace reads from 10.213.0.1:port.
+    /// What a client in the namespace reads from the host side at `port`.
     fn fetch(&self, port: u16) -> String {
         let client = format!(
             "import socket\ntry:\n s = socket.create_connection(('{}', {port}), timeout=5)\n print(s.recv(100).decode() or 'empty')\nexcept OSError as e:\n print('failed', e.errno)",
-            self.host
+            self.net.host_addr
         );
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.ns, PY, "-c", &client])
-            .output()
-            .unwrap();
+        let out = self.net.command(PY).args(["-c", &client]).output().unwrap();
         text(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
 

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 pub mod http;
 #[cfg(target_os = "linux")]
+pub mod netns;
+#[cfg(target_os = "linux")]
 pub mod procs;
 #[cfg(unix)]
 pub mod users;
