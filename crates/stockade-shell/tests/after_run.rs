@@ -146,8 +146,8 @@ async fn a_dropped_run_is_audited_too() {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .filter(|n| {
-                n.to_string_lossy()
-                    .starts_with(".envrc.stockade-quarantine-")
+                n.as_encoded_bytes()
+                    .starts_with(b".envrc.stockade-quarantine-")
             })
             .collect();
         assert_eq!(aside.len(), 1, "{backend}: {aside:?}");
