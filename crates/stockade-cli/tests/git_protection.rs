@@ -441,3 +441,52 @@ fn programs_and_includes_the_config_names_are_read_only() {
         }
     }
 }
+
+/// What stockade reads of the repository before (and after) a run may have
+/// been planted by an earlier run: a FIFO where the configuration includes
+/// a file that does not exist yet, or where a linked worktree's
+/// `config.worktree` and `commondir` go (`worktrees/` stays writable for
+/// `git worktree add`). Opening a FIFO blocks; the next run must still
+/// start, run and end (the FIFO fails that one read, not the workspace).
+#[test]
+fn a_fifo_planted_where_git_reads_does_not_hang_the_next_run() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let home = owned_dir(&base, "home-", who);
+            let ws = repo(&base, who, home.path());
+            let p = ws.path();
+            let mut cfg = fs::read_to_string(p.join(".git/config")).unwrap();
+            cfg.push_str("[include]\n\tpath = ../later.gitconfig\n");
+            fs::write(p.join(".git/config"), cfg).unwrap();
+            let plant = "mkfifo later.gitconfig && mkdir -p .git/worktrees/evil && \
+                         mkfifo .git/worktrees/evil/config.worktree .git/worktrees/evil/commondir \
+                         .git/worktrees/evil/gitdir";
+            let out = exec(who, home.path(), None, backend, p, &[], plant);
+            assert!(
+                out.status.success(),
+                "{who:?} {backend}: the plant itself failed: {}",
+                text(&out.stderr)
+            );
+            // A failure detector only: a run that has not ended by then hung.
+            let mut next = exec_command(who, home.path(), None, backend, p, &[], "touch ran")
+                .spawn()
+                .unwrap();
+            let mut status = None;
+            for _ in 0..600 {
+                status = next.try_wait().unwrap();
+                if status.is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            if status.is_none() {
+                let _ = next.kill();
+                let _ = next.wait();
+                panic!("{who:?} {backend}: the run after the plant hung");
+            }
+            assert!(status.unwrap().success(), "{who:?} {backend}");
+            assert!(p.join("ran").exists(), "{who:?} {backend}");
+        }
+    }
+}

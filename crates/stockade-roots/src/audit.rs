@@ -21,8 +21,7 @@
 //! put one in place of any directory.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
@@ -32,13 +31,12 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use thiserror::Error;
 
 use crate::HeldDir;
+use crate::bounded::{MAX_CONFIG, read_at, read_path};
 use crate::gitconfig::{self, Target};
 use crate::gitindex::{self, IndexError};
 
 /// At most this many bytes of an index (or shared index) are read.
 const MAX_INDEX: u64 = 512 << 20;
-/// At most this many bytes of a configuration file or gitfile are read.
-const MAX_CONFIG: u64 = 1 << 20;
 /// At most this many configuration files are read for one nested repo.
 const MAX_CONFIG_FILES: usize = 32;
 /// At most this many gitlinks are looked at after one run.
@@ -474,30 +472,6 @@ impl Name {
             }
         }
     }
-}
-
-/// Read a regular file `name` in `dir` (following a symlink: reading
-/// is harmless, git itself follows it), at most `max` bytes, without
-/// blocking on a FIFO planted in its place.
-fn read_at(dir: impl AsFd, name: &OsStr, max: u64) -> io::Result<Vec<u8>> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let f = File::from(fd);
-    if !f.metadata()?.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    let mut out = Vec::new();
-    f.take(max).read_to_end(&mut out)?;
-    Ok(out)
-}
-
-/// [`read_at`] by path, from the current directory's view.
-fn read_path(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    read_at(rustix::fs::CWD, path.as_os_str(), max)
 }
 
 /// What a repository's configuration files name (programs, hooks

@@ -66,7 +66,8 @@ pub(crate) fn targets(top: &Path, gitdirs: &[PathBuf]) -> (Vec<PathBuf>, Vec<Tar
         if files.contains(&path) {
             continue;
         }
-        let Ok(bytes) = std::fs::read(&path) else {
+        // A run may have planted a FIFO or a huge file at an included name.
+        let Ok(bytes) = crate::bounded::read_path(&path, crate::bounded::MAX_CONFIG) else {
             continue;
         };
         files.push(path.clone());

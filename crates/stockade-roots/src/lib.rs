@@ -17,6 +17,8 @@
 pub mod aliases;
 #[cfg(unix)]
 pub mod audit;
+#[cfg(unix)]
+mod bounded;
 mod extra;
 #[cfg(unix)]
 mod gitconfig;

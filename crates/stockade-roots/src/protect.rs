@@ -287,7 +287,7 @@ impl Set<'_> {
 /// The common directory a linked worktree's git directory names in
 /// `commondir`, when that is another directory.
 fn common_dir(gitdir: &Path) -> Option<PathBuf> {
-    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = bounded_text(&gitdir.join("commondir"))?;
     let c = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
     (c != gitdir).then_some(c)
 }
@@ -505,9 +505,16 @@ fn find_dotgit(from: &Path) -> Option<(PathBuf, PathBuf)> {
     None
 }
 
+/// A small text file a run may have replaced (by a FIFO, a huge file):
+/// read through [`crate::bounded`].
+fn bounded_text(path: &Path) -> Option<String> {
+    let bytes = crate::bounded::read_path(path, crate::bounded::MAX_CONFIG).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// `gitdir: <path>` of a `.git` file, relative to the directory holding it.
 fn read_gitdir_file(dotgit: &Path, top: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(dotgit).ok()?;
+    let text = bounded_text(dotgit)?;
     let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?;
     let target = top.join(line.trim());
     std::fs::canonicalize(target).ok()
