@@ -60,6 +60,12 @@ mod tests {
             .env("TESTKIT_MARK", &mark)
             .spawn()
             .unwrap_or_else(|e| panic!("sleep: {e}"));
+        // Between fork and exec the child still shows this process's
+        // environment, so the marker appears only once `sleep` has started.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while marked(&mark).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(marked(&mark), vec![child.id()]);
         let _ = child.kill();
         let _ = child.wait();
