@@ -57,6 +57,11 @@ struct ExecArgs {
     /// /tmp or $TMPDIR are refused.
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// The command's working directory (default: the current directory;
+    /// `--workspace` does not change it). Resolved once, before anything
+    /// runs.
+    #[arg(short = 'C', long = "cd", value_name = "DIR")]
+    cd: Option<PathBuf>,
     /// auto | bwrap | landlock (default: the config's [sandbox] backend,
     /// else auto)
     #[arg(long)]
@@ -240,9 +245,13 @@ enum Outcome {
     Unavailable(ExitCode),
 }
 
-async fn run_once(exec: &SandboxedExecutor, args: &ExecArgs, policy: ExecutionPolicy) -> Outcome {
-    let mut request =
-        ShellRequest::argv(args.command.clone(), &policy.workspace_root).with_policy(policy);
+async fn run_once(
+    exec: &SandboxedExecutor,
+    args: &ExecArgs,
+    workdir: &Path,
+    policy: ExecutionPolicy,
+) -> Outcome {
+    let mut request = ShellRequest::argv(args.command.clone(), workdir).with_policy(policy);
     request.stdin = Stdin::Inherit;
     request.passthrough = !args.json;
     // The command runs in the terminal's foreground with us, so it can read
@@ -404,19 +413,30 @@ fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<
     Ok(())
 }
 
-/// The workspace as the invocation names it, absolute: a relative
-/// `--workspace` is resolved against the current directory once, here, and
-/// never again.
-fn absolute_workspace(given: Option<&Path>) -> Result<PathBuf, String> {
+/// A directory the invocation names (`flag`), absolute: a relative one is
+/// resolved against the current directory once, here, and never again;
+/// none is the current directory.
+fn absolute_dir(flag: &str, given: Option<&Path>) -> Result<PathBuf, String> {
     match given {
         Some(w) => std::path::absolute(w).map_err(|e| {
             format!(
-                "workspace {}: cannot be made absolute against the current directory: {e}",
+                "{flag} {}: cannot be made absolute against the current directory: {e}",
                 w.display()
             )
         }),
         None => std::env::current_dir()
-            .map_err(|e| format!("workspace: cannot read the current directory: {e}")),
+            .map_err(|e| format!("{flag}: cannot read the current directory: {e}")),
+    }
+}
+
+/// `--cd`: absolute, and a directory now (the runner would otherwise fail
+/// with a message about its own chdir, or the launch about the runner).
+fn command_dir(given: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = absolute_dir("--cd", given)?;
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(dir),
+        Ok(_) => Err(format!("--cd {}: not a directory", dir.display())),
+        Err(e) => Err(format!("--cd {}: {e}", dir.display())),
     }
 }
 
@@ -586,8 +606,12 @@ fn exec_settings(
 
 async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     tree::adopt_orphans();
-    let workspace = match absolute_workspace(args.workspace.as_deref()) {
+    let workspace = match absolute_dir("--workspace", args.workspace.as_deref()) {
         Ok(w) => w,
+        Err(message) => return Ok(fail(EXIT_USAGE, message)),
+    };
+    let workdir = match command_dir(args.cd.as_deref()) {
+        Ok(d) => d,
         Err(message) => return Ok(fail(EXIT_USAGE, message)),
     };
     let loaded = match exec_config(args.config.as_deref()) {
@@ -677,7 +701,7 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         .with_files(files.clone())
         .with_network(network.clone());
     let exec = SandboxedExecutor::new(provider.clone(), policy.clone());
-    let first = match run_once(&exec, &args, policy).await {
+    let first = match run_once(&exec, &args, &workdir, policy).await {
         Outcome::Finished(r) => r,
         Outcome::Unavailable(code) => {
             // The cached auto verdict may be stale; the next run re-probes.
@@ -721,7 +745,7 @@ async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let wider = ExecutionPolicy::new(to, workspace)
         .with_files(files)
         .with_network(retry_net);
-    let retry = match run_once(&exec, &args, wider).await {
+    let retry = match run_once(&exec, &args, &workdir, wider).await {
         Outcome::Finished(r) => r,
         Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),
     };

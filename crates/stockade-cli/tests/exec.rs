@@ -200,6 +200,72 @@ fn a_workspace_with_spaces_and_non_utf8_bytes_works() {
     }
 }
 
+/// The command runs where `-C` says, else where stockade was started;
+/// `--workspace` decides only what may be written, never where CMD starts.
+#[test]
+fn the_working_directory_is_cd_else_the_current_one() {
+    for b in backends() {
+        let s = scratch();
+        let sub = s.ws.join("sub dir");
+        fs::create_dir(&sub).unwrap();
+        let pwd = |extra: &[&OsStr], from: &Path| {
+            let mut c = stockade(&s);
+            c.current_dir(from)
+                .args(["exec", "--backend", b, "--workspace"])
+                .arg(&s.ws)
+                .args(extra)
+                .args(["--", "/bin/sh", "-c", "pwd -P; touch made-here"]);
+            let out = c.output().unwrap();
+            assert!(out.status.code().is_some(), "{b}: {out:?}");
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
+            )
+        };
+        let real = |p: &Path| p.canonicalize().unwrap().display().to_string();
+        // From outside the workspace, without -C: there, not the workspace;
+        // a relative write there is outside the writable set.
+        let (code, at) = pwd(&[], &s.outside);
+        assert_eq!(at, real(&s.outside), "{b}");
+        assert_ne!(code, Some(0), "{b}: wrote outside the workspace");
+        assert!(!s.outside.join("made-here").exists(), "{b}");
+        // -C relative to where stockade started, written inside the workspace.
+        let (code, at) = pwd(&[OsStr::new("-C"), OsStr::new("sub dir")], &s.ws);
+        assert_eq!((code, at), (Some(0), real(&sub)), "{b}");
+        assert!(sub.join("made-here").exists(), "{b}");
+        let (code, at) = pwd(&[OsStr::new("--cd"), s.ws.as_os_str()], &s.outside);
+        assert_eq!((code, at), (Some(0), real(&s.ws)), "{b}");
+    }
+}
+
+/// `--json` output keeps every byte: text where it is UTF-8, and the exact
+/// bytes beside it (base64) where it is not, on stdout and stderr alike.
+#[test]
+fn json_output_that_is_not_utf8_is_recoverable() {
+    use base64::Engine as _;
+    for b in backends() {
+        let s = scratch();
+        let out = stockade(&s)
+            .args(["exec", "--json", "--backend", b, "--"])
+            .args([
+                "/bin/sh",
+                "-c",
+                "printf 'ok\\377\\376x'; printf 'plain' >&2",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{b}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stdout = &v["result"]["stdout"];
+        let exact = base64::engine::general_purpose::STANDARD
+            .decode(stdout["bytes_base64"].as_str().expect("bytes_base64"))
+            .unwrap();
+        assert_eq!(exact, b"ok\xff\xfex", "{b}");
+        assert_eq!(v["result"]["stderr"]["bytes"], "plain", "{b}");
+        assert!(v["result"]["stderr"].get("bytes_base64").is_none(), "{b}");
+    }
+}
+
 #[test]
 fn exit_status_and_signals_pass_through() {
     for b in backends() {
@@ -267,6 +333,14 @@ fn bad_input_exits_2_and_runs_nothing() {
         (
             vec!["--workspace", "/nonexistent/stockade-ws"],
             "workspace /nonexistent/stockade-ws",
+        ),
+        (
+            vec!["-C", "/nonexistent/stockade-cd"],
+            "--cd /nonexistent/stockade-cd",
+        ),
+        (
+            vec!["--cd", "/etc/passwd"],
+            "--cd /etc/passwd: not a directory",
         ),
     ];
     for (flags, message) in cases {

@@ -30,7 +30,10 @@ impl Default for OutputLimits {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CapturedOutput {
     /// Head, then (when something was dropped) a truncation notice, then tail.
-    #[serde(serialize_with = "lossy")]
+    /// Serialized as text (invalid UTF-8 replaced), plus `bytes_base64`
+    /// with the exact bytes whenever they are not UTF-8, so no output a
+    /// command wrote is lost to a JSON reader.
+    #[serde(flatten, serialize_with = "text_and_exact")]
     pub bytes: Vec<u8>,
     /// Every byte the stream produced.
     pub total_bytes: u64,
@@ -38,8 +41,19 @@ pub struct CapturedOutput {
     pub truncated_bytes: u64,
 }
 
-fn lossy<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&String::from_utf8_lossy(b))
+fn text_and_exact<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    use base64::Engine as _;
+    use serde::ser::SerializeMap as _;
+    let exact = std::str::from_utf8(b).is_err();
+    let mut map = s.serialize_map(Some(1 + usize::from(exact)))?;
+    map.serialize_entry("bytes", &String::from_utf8_lossy(b))?;
+    if exact {
+        map.serialize_entry(
+            "bytes_base64",
+            &base64::engine::general_purpose::STANDARD.encode(b),
+        )?;
+    }
+    map.end()
 }
 
 impl CapturedOutput {
@@ -470,6 +484,27 @@ mod tests {
             head_bytes: h,
             tail_bytes: t,
         }
+    }
+
+    #[test]
+    fn json_keeps_bytes_that_are_not_utf8_exact() {
+        use base64::Engine as _;
+        proptest::proptest!(|(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64))| {
+            let out = CapturedOutput { bytes: bytes.clone(), total_bytes: 0, truncated_bytes: 0 };
+            let v = serde_json::to_value(&out).expect("serializes");
+            let text = v["bytes"].as_str().expect("bytes is text");
+            match std::str::from_utf8(&bytes) {
+                Ok(s) => {
+                    proptest::prop_assert_eq!(text, s);
+                    proptest::prop_assert!(v.get("bytes_base64").is_none());
+                }
+                Err(_) => {
+                    let b64 = v["bytes_base64"].as_str().expect("bytes_base64 present");
+                    let back = base64::engine::general_purpose::STANDARD.decode(b64).expect("base64");
+                    proptest::prop_assert_eq!(back, bytes);
+                }
+            }
+        });
     }
 
     #[test]
