@@ -121,6 +121,9 @@ fn a_workspace_replaced_by_a_symlink_after_a_run_is_refused() {
         .arg("exec")
         .args(["--backend", "landlock", "--workspace"])
         .arg(&ws)
+        // The command starts in the workspace (-C), as a user in it would.
+        .arg("-C")
+        .arg(&ws)
         .args(["--", "touch", "x"])
         .output()
         .unwrap();
@@ -132,6 +135,9 @@ fn a_workspace_replaced_by_a_symlink_after_a_run_is_refused() {
     let second = stockade(&s)
         .arg("exec")
         .args(["--backend", "landlock", "--workspace"])
+        .arg(&ws)
+        // The command starts in the workspace (-C), as a user in it would.
+        .arg("-C")
         .arg(&ws)
         .args(["--", "touch", "x"])
         .output()
@@ -145,6 +151,9 @@ fn a_workspace_replaced_by_a_symlink_after_a_run_is_refused() {
     let third = stockade(&s)
         .arg("exec")
         .args(["--backend", "landlock", "--workspace"])
+        .arg(&ws)
+        // The command starts in the workspace (-C), as a user in it would.
+        .arg("-C")
         .arg(&ws)
         .args(["--", "touch", "stockade-control-root"])
         .output()
@@ -175,6 +184,9 @@ fn a_confined_run_cannot_redirect_the_next_runs_workspace() {
         .arg("exec")
         .args(["--backend", "landlock", "--workspace"])
         .arg(&ws)
+        // The command starts in the workspace (-C), as a user in it would.
+        .arg("-C")
+        .arg(&ws)
         .args(["--", "/bin/sh", "-c", &attack])
         .output()
         .unwrap();
@@ -185,6 +197,9 @@ fn a_confined_run_cannot_redirect_the_next_runs_workspace() {
     let second = stockade(&s)
         .arg("exec")
         .args(["--backend", "landlock", "--workspace"])
+        .arg(&ws)
+        // The command starts in the workspace (-C), as a user in it would.
+        .arg("-C")
         .arg(&ws)
         .args(["--", "touch", "x"])
         .output()
@@ -202,7 +217,15 @@ fn a_relative_workspace_is_made_absolute_once() {
     let s = scratch();
     fs::create_dir(s.dir.path().join("ws")).unwrap();
     let out = stockade(&s)
-        .args(["exec", "--backend", "landlock", "--workspace", "ws"])
+        .args([
+            "exec",
+            "--backend",
+            "landlock",
+            "--workspace",
+            "ws",
+            "-C",
+            "ws",
+        ])
         .args(["--", "touch", "x"])
         .output()
         .unwrap();
