@@ -394,10 +394,14 @@ fn an_unavailable_sandbox_exits_125_and_runs_nothing() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "{out:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "stockade: sandbox unavailable: bwrap: bwrap not found on PATH\n"
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("stockade: sandbox unavailable: bwrap: bwrap not found on PATH"),
+        "{err}"
     );
+    // Says what a user without root can do instead.
+    assert!(err.contains("landlock"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!marker.exists());
 }
 

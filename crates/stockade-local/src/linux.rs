@@ -72,7 +72,14 @@ impl Host for LinuxHost {
         match backend {
             Backend::Bwrap => match &s.bwrap_path {
                 Some(p) => explicit(p, "bwrap_path"),
-                None => find_on_path("bwrap").ok_or_else(|| not_on_path("bwrap")),
+                None => find_on_path("bwrap").ok_or_else(|| {
+                    // A user without root cannot install bwrap; Landlock
+                    // needs nothing beyond stockade's own launcher.
+                    format!(
+                        "{} (install bubblewrap, or choose the landlock backend)",
+                        not_on_path("bwrap")
+                    )
+                }),
             },
             // Next to the running executable first: that is the copy built and
             // installed with it.
