@@ -1,5 +1,12 @@
 //! Who asked for which host: the per-run record the caller reads back after
 //! a run to tell the model which hosts were refused.
+//!
+//! The proxy writes nothing to stderr itself. It runs inside the caller's
+//! process, whose stderr is also where a confined command's stderr is
+//! passed through, so a line printed from here would land in the middle of
+//! the command's own (a partial line, a progress bar). What it decided is
+//! kept here instead and told by the caller, which knows where its lines
+//! may go (`stockade exec` reports the refused hosts once, after the run).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -10,10 +17,15 @@ pub(crate) struct RunLog {
     pub(crate) refused: Vec<String>,
 }
 
+/// How many distinct problems are kept: they are the proxy's own failures
+/// (a listener that could not be served, accept errors), few by nature.
+const MAX_PROBLEMS: usize = 32;
+
 #[derive(Debug, Default)]
 struct Inner {
     runs: HashMap<String, RunLog>,
     unattributed: RunLog,
+    problems: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -38,19 +50,30 @@ impl Ledger {
     pub(crate) fn record(&self, token: Option<&str>, host: &str, allowed: bool) {
         let mut inner = self.lock();
         let inner = &mut *inner;
-        let (log, who) = match token.and_then(|t| inner.runs.get_mut(t).map(|l| (l, t))) {
-            Some((log, t)) => (log, format!("run {}", short(t))),
-            None => (&mut inner.unattributed, "unattributed".to_owned()),
+        let log = match token.and_then(|t| inner.runs.get_mut(t)) {
+            Some(log) => log,
+            None => &mut inner.unattributed,
         };
-        let (list, verb) = if allowed {
-            (&mut log.allowed, "allowed")
+        let list = if allowed {
+            &mut log.allowed
         } else {
-            (&mut log.refused, "refused")
+            &mut log.refused
         };
         if !list.iter().any(|h| h == host) {
             list.push(host.to_owned());
-            eprintln!("stockade-proxy: {verb} {host} ({who})");
         }
+    }
+
+    /// Keeps one of the proxy's own failures, once.
+    pub(crate) fn problem(&self, what: String) {
+        let mut inner = self.lock();
+        if inner.problems.len() < MAX_PROBLEMS && !inner.problems.contains(&what) {
+            inner.problems.push(what);
+        }
+    }
+
+    pub(crate) fn problems(&self) -> Vec<String> {
+        self.lock().problems.clone()
     }
 
     pub(crate) fn run(&self, token: &str) -> RunLog {
@@ -60,9 +83,4 @@ impl Ledger {
     pub(crate) fn unattributed(&self) -> RunLog {
         self.lock().unattributed.clone()
     }
-}
-
-/// Enough of a token to tell runs apart in a log line.
-pub(crate) fn short(token: &str) -> &str {
-    token.get(..8).unwrap_or(token)
 }

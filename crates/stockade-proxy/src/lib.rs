@@ -19,8 +19,10 @@
 //!
 //! The caller is synchronous: [`Proxy::start`] binds, spawns one thread with
 //! its own single-threaded tokio runtime, and returns; dropping the
-//! [`Proxy`] stops it. Each run gets a [`RunToken`] carried as the user name
-//! of its proxy URL, so what a run was refused can be told back to it.
+//! [`Proxy`] stops it. Each run gets a [`RunToken`] carried as the password
+//! of its proxy URL, so what a run was refused can be told back to it. The
+//! proxy prints nothing; [`Proxy::refused`] and [`Proxy::problems`] are how
+//! the caller learns what happened.
 #![forbid(unsafe_code)]
 
 mod address;
@@ -52,6 +54,9 @@ const MAX_CONNECTIONS: usize = 256;
 /// how long an idle keep-alive connection keeps its slot). Tunnels, once
 /// open, are never timed out.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The user name of every run's proxy URL; the run's token is its password.
+pub const PROXY_USER: &str = "stockade";
 
 /// The Unix socket's name inside [`ProxyConfig::unix_dir`].
 pub const UNIX_SOCKET_NAME: &str = "proxy.sock";
@@ -96,7 +101,7 @@ pub enum ProxyError {
 }
 
 /// Attributes requests to one run: 128 random bits as hex, carried as the
-/// user name of the run's proxy URL. It grants nothing (every request is
+/// password of the run's proxy URL. It grants nothing (every request is
 /// judged the same); it only says whose refusals are whose.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RunToken(String);
@@ -205,7 +210,9 @@ impl Proxy {
                                 header_timeout,
                             ));
                         }
-                        Err(e) => eprintln!("stockade-proxy: cannot serve 127.0.0.1:{port}: {e}"),
+                        Err(e) => serving
+                            .ledger
+                            .problem(format!("cannot serve 127.0.0.1:{port}: {e}")),
                     }
                     #[cfg(unix)]
                     if let Some(unix) = unix {
@@ -213,9 +220,9 @@ impl Proxy {
                             Ok(l) => {
                                 tokio::spawn(accept_unix(l, serving, slots, header_timeout));
                             }
-                            Err(e) => {
-                                eprintln!("stockade-proxy: cannot serve the Unix socket: {e}")
-                            }
+                            Err(e) => serving
+                                .ledger
+                                .problem(format!("cannot serve the Unix socket: {e}")),
                         }
                     }
                     #[cfg(not(unix))]
@@ -253,9 +260,10 @@ impl Proxy {
         self.unix_path.as_deref()
     }
 
-    /// A fresh token for one run; requests that carry it (as the user name
+    /// A fresh token for one run; requests that carry it (as the password
     /// of the proxy URL, i.e. `Proxy-Authorization: Basic
-    /// base64("<token>:")`) are attributed to that run.
+    /// base64("stockade:<token>")`, or as a bare user name) are attributed
+    /// to that run.
     pub fn run_token(&self) -> RunToken {
         let n = self.issued.fetch_add(1, Ordering::Relaxed);
         let mut bytes = [0u8; 16];
@@ -271,9 +279,17 @@ impl Proxy {
         token
     }
 
-    /// The proxy URL for a run: `http://<token>@127.0.0.1:<port>`.
+    /// The proxy URL for a run: `http://stockade:<token>@127.0.0.1:<port>`.
+    /// A password, not only a user name: Python's urllib (and so pip's
+    /// fallbacks) sends no `Proxy-Authorization` for a user without one,
+    /// which left a run's refusals unattributed. The token is hex, so it
+    /// needs no percent-encoding in any client's URL parser.
     pub fn url_for(&self, token: &RunToken) -> String {
-        format!("http://{}@127.0.0.1:{}", token.as_str(), self.port)
+        format!(
+            "http://{PROXY_USER}:{}@127.0.0.1:{}",
+            token.as_str(),
+            self.port
+        )
     }
 
     /// Hosts refused for this run so far, deduplicated, in order.
@@ -294,6 +310,13 @@ impl Proxy {
     /// Hosts allowed to requests that carried no token this proxy issued.
     pub fn allowed_unattributed(&self) -> Vec<String> {
         self.shared.ledger.unattributed().allowed
+    }
+
+    /// The proxy's own failures (a listener it could not serve, accept
+    /// errors), once each. The proxy prints nothing: the caller decides
+    /// where such lines go (see `ledger`).
+    pub fn problems(&self) -> Vec<String> {
+        self.shared.ledger.problems()
     }
 }
 
@@ -332,7 +355,7 @@ async fn accept_tcp(
                     header_timeout,
                 ));
             }
-            Err(e) => accept_failed(e).await,
+            Err(e) => accept_failed(&shared, e).await,
         }
     }
 }
@@ -357,15 +380,15 @@ async fn accept_unix(
                     header_timeout,
                 ));
             }
-            Err(e) => accept_failed(e).await,
+            Err(e) => accept_failed(&shared, e).await,
         }
     }
 }
 
 /// Accept errors are mostly transient (out of descriptors, a client that
 /// reset while queued); pause so a persistent one cannot spin the thread.
-async fn accept_failed(e: io::Error) {
-    eprintln!("stockade-proxy: accept failed: {e}");
+async fn accept_failed(shared: &Shared, e: io::Error) {
+    shared.ledger.problem(format!("accept failed: {e}"));
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
@@ -439,7 +462,7 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(
             proxy.url_for(&a),
-            format!("http://{a}@127.0.0.1:{}", proxy.port())
+            format!("http://stockade:{a}@127.0.0.1:{}", proxy.port())
         );
     }
 

@@ -411,8 +411,13 @@ fn refuse(shared: &Shared, token: Option<&str>, host: &str, refusal: Refusal) ->
     resp
 }
 
-/// The run token: the user name of the proxy URL, which clients send as
-/// `Proxy-Authorization: Basic base64("<token>:")`.
+/// The run token a request carries. The proxy URL gives it as the password
+/// of the user [`crate::PROXY_USER`] (`stockade:<token>`), because clients
+/// such as Python's urllib and pip send `Proxy-Authorization` only when the
+/// URL has both a user and a password. A bare user name (`<token>:`), which
+/// curl, git and Node send for a URL without a password, is read too. The
+/// token is only ever looked up among the ones this proxy issued, so a
+/// forged one attributes nothing to anyone.
 fn token_of(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::PROXY_AUTHORIZATION)?.to_str().ok()?;
     let (scheme, credentials) = value.trim().split_once(' ')?;
@@ -423,8 +428,12 @@ fn token_of(headers: &HeaderMap) -> Option<String> {
         .decode(credentials.trim())
         .ok()?;
     let decoded = String::from_utf8(decoded).ok()?;
-    let user = decoded.split_once(':').map_or(decoded.as_str(), |(u, _)| u);
-    Some(user.to_owned())
+    let token = match decoded.split_once(':') {
+        Some((user, password)) if user == crate::PROXY_USER => password,
+        Some((user, _)) => user,
+        None => decoded.as_str(),
+    };
+    Some(token.to_owned())
 }
 
 /// One spelling per host, so the record and the resolve map agree however

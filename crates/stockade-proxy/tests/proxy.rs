@@ -566,3 +566,76 @@ fn only_judged_addresses_are_connected_to() {
     assert_eq!(echo_v4.connections(), 1);
     assert_eq!(v6_hits.load(Ordering::SeqCst), 0, "::1 was not listed");
 }
+
+/// The run's URL carries its token as a password (`stockade:<token>`),
+/// because Python's urllib sends `Proxy-Authorization` only for a user AND
+/// a password: with the token as a bare user name its requests, and pip's,
+/// were nobody's. Both the forwarded request and the CONNECT tunnel are
+/// attributed; a forged token in the same place is no one's run.
+#[test]
+fn python_urllib_sends_the_run_token_through_the_proxy_url() {
+    const PY: &str = "/usr/bin/python3";
+    if !stockade_testkit::require(PY, std::path::Path::new(PY).is_file()) {
+        return;
+    }
+    let web = Backend::start(true);
+    let proxy = Proxy::start(config(
+        &["allowed.test", LO],
+        &[("allowed.test", web.addr), ("denied.test", web.addr)],
+    ))
+    .unwrap();
+    let token = proxy.run_token();
+    let script = r#"
+import sys, urllib.request, urllib.error
+proxy = sys.argv[1]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))
+for url in sys.argv[2:]:
+    try:
+        print(url, opener.open(url, timeout=20).read().decode().strip())
+    except urllib.error.HTTPError as e:
+        print(url, e.code)
+    except Exception as e:
+        print(url, type(e).__name__, e)
+"#;
+    let run = |url: &str, targets: &[&str]| {
+        let out = std::process::Command::new(PY)
+            .args(["-c", script, url])
+            .args(targets)
+            .env_remove("no_proxy")
+            .env_remove("NO_PROXY")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let allowed = format!("http://allowed.test:{}/", web.addr.port());
+    let url = proxy.url_for(&token);
+    assert!(url.starts_with("http://stockade:"), "{url}");
+    let out = run(
+        &url,
+        &[&allowed, "http://denied.test/", "https://denied2.test/"],
+    );
+    assert!(
+        out.contains(&format!("{allowed} hello from the backend")),
+        "{out}"
+    );
+    assert!(out.contains("http://denied.test/ 403"), "{out}");
+    // urllib reports a refused tunnel as an error naming the status.
+    assert!(
+        out.contains("https://denied2.test/ URLError <urlopen error Tunnel connection failed: 403"),
+        "{out}"
+    );
+    assert_eq!(proxy.allowed(&token), ["allowed.test"]);
+    assert_eq!(proxy.refused(&token), ["denied.test", "denied2.test"]);
+    assert!(proxy.refused_unattributed().is_empty());
+
+    // The same shape with a token this proxy never issued.
+    let forged = format!(
+        "http://stockade:{}@127.0.0.1:{}",
+        "ab".repeat(16),
+        proxy.port()
+    );
+    run(&forged, &["http://forged.test/"]);
+    assert_eq!(proxy.refused(&token), ["denied.test", "denied2.test"]);
+    assert_eq!(proxy.refused_unattributed(), ["forged.test"]);
+}
