@@ -321,6 +321,11 @@ async fn run_once(
 fn report_denial(r: &ShellResult) {
     let Some(f) = &r.sandbox else { return };
     let mut err = std::io::stderr().lock();
+    // Our lines start at a line start: the command's passed-through stderr
+    // may have ended mid-line (a prompt, a progress bar, `printf x >&2`).
+    if r.stderr.bytes.last().is_some_and(|b| *b != b'\n') {
+        let _ = writeln!(err);
+    }
     for marker in f.markers() {
         let _ = writeln!(err, "{marker}");
     }
