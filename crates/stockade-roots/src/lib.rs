@@ -27,6 +27,8 @@ pub mod gitindex;
 #[cfg(unix)]
 mod protect;
 mod resolve;
+#[cfg(unix)]
+pub mod worktree;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -51,6 +53,9 @@ pub enum RootKind {
     Extra,
     /// A path of the deployment's `deny_read`.
     DenyRead,
+    /// The git directory a linked worktree or submodule checkout commits
+    /// to (see `worktree`).
+    LinkedGit,
 }
 
 impl RootKind {
@@ -61,6 +66,7 @@ impl RootKind {
             RootKind::TmpDir => "$TMPDIR",
             RootKind::Extra => "writable root",
             RootKind::DenyRead => "deny-read path",
+            RootKind::LinkedGit => "linked git directory",
         }
     }
 }
@@ -353,6 +359,10 @@ pub struct RootPins {
     control: Mutex<Vec<(String, PathBuf)>>,
     /// Deny-read paths, held by identity on first sight.
     denied: Mutex<HashMap<PathBuf, Arc<HeldDenied>>>,
+    /// By resolved workspace: the git directory outside it that its linked
+    /// worktree (or submodule checkout) commits to, held while its `.git`
+    /// file validates (see `worktree`).
+    linked: Mutex<HashMap<PathBuf, Arc<HeldDir>>>,
 }
 
 impl Default for RootPins {
@@ -405,6 +415,7 @@ impl RootPins {
             extras: Mutex::new(HashMap::new()),
             control: Mutex::new(Vec::new()),
             denied: Mutex::new(HashMap::new()),
+            linked: Mutex::new(HashMap::new()),
         }
     }
 
@@ -477,6 +488,20 @@ impl RootPins {
     /// The resolved writable roots of a workspace-write run in `workspace`
     /// (the widest set a session can switch to without an escalation).
     pub fn writable_paths(&self, workspace: Option<&HeldDir>) -> Vec<PathBuf> {
+        let mut out = self.writable_paths_unlinked(workspace);
+        if let Some(w) = workspace {
+            let linked = self.linked.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(l) = linked.get(w.path())
+                && !out.iter().any(|p| p == l.path())
+            {
+                out.push(l.path().to_path_buf());
+            }
+        }
+        out
+    }
+
+    /// [`RootPins::writable_paths`] without the linked git directory.
+    pub(crate) fn writable_paths_unlinked(&self, workspace: Option<&HeldDir>) -> Vec<PathBuf> {
         let mut out = self.temp_guards();
         if let Some(w) = workspace
             && !out.iter().any(|p| p == w.path())
@@ -511,6 +536,12 @@ impl RootPins {
         }
         drop(map);
         self.push_extras(&mut out);
+        let linked = self.linked.lock().unwrap_or_else(PoisonError::into_inner);
+        for l in linked.values() {
+            if !out.iter().any(|p| p == l.path()) {
+                out.push(l.path().to_path_buf());
+            }
+        }
         out
     }
 

@@ -121,13 +121,17 @@ pub fn git_protected(
     };
     let mut own: Vec<PathBuf> = Vec::new();
     let mut linked: Vec<PathBuf> = Vec::new();
-    match common_dir(&gitdir) {
+    let gitdir_is_linked = match common_dir(&gitdir) {
         Some(common) => {
             linked.push(gitdir.clone());
             own.push(common);
+            true
         }
-        None => own.push(gitdir.clone()),
-    }
+        None => {
+            own.push(gitdir.clone());
+            false
+        }
+    };
     // The repositories enclosing this one (a submodule's superprojects):
     // the user's next `git status` there reads their configuration and
     // recurses into this checkout, so their git directories count too.
@@ -168,9 +172,22 @@ pub fn git_protected(
             protect_gitdir(dir, GitDirKind::Own, &mut set)?;
         }
     }
+    // From a linked worktree, the workspace's own worktree directory is
+    // the only one a run needs: every other one is read-only as a whole
+    // (its HEAD and index are that checkout's, not this one's). From the
+    // main checkout they stay writable entry by entry (`git worktree`
+    // manages them from there).
+    let from_linked = gitdir_is_linked.then(|| gitdir.clone());
     for dir in &linked {
-        if beneath(dir, writable).is_some() {
-            protect_gitdir(dir, GitDirKind::Worktree, &mut set)?;
+        if beneath(dir, writable).is_none() {
+            continue;
+        }
+        match &from_linked {
+            Some(own) if own != dir => set.whole(dir)?,
+            _ => {
+                pin_worktree_dir(dir, &mut set)?;
+                protect_gitdir(dir, GitDirKind::Worktree, &mut set)?;
+            }
         }
     }
     let mut all = own;
@@ -220,6 +237,19 @@ impl Set<'_> {
         self.out
             .iter()
             .any(|q| q.read_only && q.is_dir && path != q.path && path.starts_with(&q.path))
+    }
+
+    /// A directory read-only as a whole (a real one: a symlink in its place
+    /// is protected as what it reaches, by [`Set::path`]).
+    fn whole(&mut self, dir: &Path) -> Result<(), RootError> {
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => {
+                let p = open(dir, true)?;
+                self.push(p);
+                Ok(())
+            }
+            _ => self.path(dir),
+        }
     }
 
     /// Protect what `path` is, when it lies in a writable root: a missing
@@ -282,6 +312,74 @@ impl Set<'_> {
             None => self.path(dir),
         }
     }
+}
+
+/// A linked worktree's git directory and the `worktrees` directory holding
+/// it are pinned (bwrap binds them onto themselves; the supervisor pins the
+/// ancestors of what it protects anyway): renamed away and replaced by a
+/// fresh one with a planted `commondir`, they would send the user's next
+/// git in that checkout to a planted repository, hooks and all.
+fn pin_worktree_dir(dir: &Path, set: &mut Set<'_>) -> Result<(), RootError> {
+    for d in [dir.parent(), Some(dir)].into_iter().flatten() {
+        if beneath(d, set.writable).is_none() {
+            continue;
+        }
+        if std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+            let mut pin = open(d, true)?;
+            pin.read_only = false;
+            set.push(pin);
+        }
+    }
+    Ok(())
+}
+
+/// What stays read-only in the git directory granted to a workspace that
+/// is a linked worktree or a submodule checkout (see [`crate::worktree`]):
+/// in the repository's common directory everything but what commits,
+/// branches, stash and rebase write (as for a `.git` inside the
+/// workspace, so `hooks`, `info`, `config`, `config.worktree` and
+/// `commondir` are read-only, made first when missing), the workspace's
+/// own worktree directory entry by entry (its `config.worktree`,
+/// `commondir` and `gitdir` read-only), every other worktree's directory as
+/// a whole, and what the configuration git reads there names.
+///
+/// Found from the validated grant itself, never from the workspace's
+/// `.git` file again: a run could rewrite that file between two reads.
+pub(crate) fn linked_protected(
+    found: &crate::worktree::Found,
+    writable: &[PathBuf],
+) -> Result<Vec<Protected>, RootError> {
+    use crate::worktree::LinkedKind;
+    let mut set = Set {
+        writable,
+        out: Vec::new(),
+    };
+    let mut read = vec![found.grant.clone()];
+    protect_gitdir(&found.grant, GitDirKind::Own, &mut set)?;
+    if found.kind == LinkedKind::Worktree {
+        pin_worktree_dir(&found.gitdir, &mut set)?;
+        protect_gitdir(&found.gitdir, GitDirKind::Worktree, &mut set)?;
+        read.push(found.gitdir.clone());
+        if let Ok(entries) = std::fs::read_dir(found.grant.join("worktrees")) {
+            for e in entries.flatten().take(MAX_GITDIRS) {
+                let p = e.path();
+                if p != found.gitdir {
+                    set.whole(&p)?;
+                }
+            }
+        }
+    }
+    let (files, targets) = gitconfig::targets(&found.top, &read);
+    for file in files {
+        set.path(&file)?;
+    }
+    for target in targets {
+        match target {
+            Target::Hooks(dir) => set.hooks(&found.top, &dir)?,
+            Target::Program(p) | Target::Include(p) => set.path(&p)?,
+        }
+    }
+    Ok(set.out)
 }
 
 /// The common directory a linked worktree's git directory names in
@@ -493,7 +591,7 @@ fn protect_gitdir(dir: &Path, kind: GitDirKind, set: &mut Set<'_>) -> Result<(),
 }
 
 /// The nearest `.git` at or above `from`, with the directory holding it.
-fn find_dotgit(from: &Path) -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn find_dotgit(from: &Path) -> Option<(PathBuf, PathBuf)> {
     let mut dir = Some(from);
     while let Some(d) = dir {
         let candidate = d.join(".git");
@@ -507,9 +605,14 @@ fn find_dotgit(from: &Path) -> Option<(PathBuf, PathBuf)> {
 
 /// A small text file a run may have replaced (by a FIFO, a huge file):
 /// read through [`crate::bounded`].
-fn bounded_text(path: &Path) -> Option<String> {
+pub(crate) fn bounded_text(path: &Path) -> Option<String> {
     let bytes = crate::bounded::read_path(path, crate::bounded::MAX_CONFIG).ok()?;
     String::from_utf8(bytes).ok()
+}
+
+/// [`bounded_text`]'s bytes, for a path that need not be UTF-8.
+pub(crate) fn bounded_text_bytes(path: &Path) -> io::Result<Vec<u8>> {
+    crate::bounded::read_path(path, crate::bounded::MAX_CONFIG)
 }
 
 /// `gitdir: <path>` of a `.git` file, relative to the directory holding it.
