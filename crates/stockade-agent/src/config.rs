@@ -378,6 +378,16 @@ impl Config {
             key: key.to_owned(),
             message,
         };
+        // First, before any check that would read the value as a path: an
+        // empty one joined to a directory names that directory (for
+        // `workspace_root`, the config's own), and as a program or a list
+        // entry it fails later with a message that names no key.
+        if let Some(key) = self.empty_path_key() {
+            return Err(invalid(
+                &key,
+                "is empty: write a path, or leave the key out".into(),
+            ));
+        }
         if self.bash.executor == Implementation::Sandboxed && self.sandbox.is_none() {
             return Err(invalid(
                 "bash.executor",
@@ -467,6 +477,37 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// The key of the first path-valued setting written as `""`, as the
+    /// error names it (`policy.workspace_root`, `policy.read_only[2]`).
+    fn empty_path_key(&self) -> Option<String> {
+        let empty = |p: &PathBuf| p.as_os_str().is_empty();
+        let first_in = |key: &str, list: &[PathBuf]| {
+            list.iter().position(empty).map(|i| format!("{key}[{i}]"))
+        };
+        let one = |key: &str, p: &Option<PathBuf>| {
+            p.as_ref().filter(|p| empty(p)).map(|_| key.to_owned())
+        };
+        let p = &self.policy;
+        let sandbox = self.sandbox.as_ref().and_then(|s| {
+            one("sandbox.bwrap_path", &s.bwrap_path)
+                .or_else(|| one("sandbox.launcher_path", &s.launcher_path))
+                .or_else(|| first_in("sandbox.allow_sockets", &s.allow_sockets))
+        });
+        sandbox
+            .or_else(|| one("policy.workspace_root", &p.workspace_root))
+            .or_else(|| first_in("policy.writable_roots", &p.writable_roots))
+            .or_else(|| {
+                first_in(
+                    "policy.deny_read",
+                    p.deny_read.as_deref().unwrap_or_default(),
+                )
+            })
+            .or_else(|| first_in("policy.read_only", &p.read_only))
+            .or_else(|| first_in("policy.protect", p.protect.as_deref().unwrap_or_default()))
     }
 }
 
@@ -1228,5 +1269,73 @@ mod example {
         let c = Config::load(&path).unwrap();
         assert!(c.confines() && c.approval.is_some() && c.presets.is_some());
         assert_eq!(c.fs.provider, Implementation::Sandboxed);
+    }
+}
+
+#[cfg(test)]
+mod empty_paths {
+    use super::*;
+
+    /// Every path-valued key written as `""` fails at load naming that key
+    /// and the file, whatever else is configured (a list's empty entry by
+    /// its index, after good ones).
+    #[test]
+    fn an_empty_path_names_its_key_and_the_file() {
+        let file = Path::new("/etc/stockade/stockade.toml");
+        let cases = [
+            ("sandbox", "bwrap_path = \"\"", "sandbox.bwrap_path"),
+            ("sandbox", "launcher_path = \"\"", "sandbox.launcher_path"),
+            (
+                "sandbox",
+                "allow_sockets = [\"/run/a.sock\", \"\"]",
+                "sandbox.allow_sockets[1]",
+            ),
+            ("policy", "workspace_root = \"\"", "policy.workspace_root"),
+            (
+                "policy",
+                "writable_roots = [\"/srv\", \"\"]",
+                "policy.writable_roots[1]",
+            ),
+            ("policy", "deny_read = [\"\"]", "policy.deny_read[0]"),
+            (
+                "policy",
+                "read_only = [\"/srv/a\", \"/srv/b\", \"\"]",
+                "policy.read_only[2]",
+            ),
+            (
+                "policy",
+                "protect = [\".envrc\", \"\"]",
+                "policy.protect[1]",
+            ),
+        ];
+        for (section, line, key) in cases {
+            let text = format!(
+                "[bash]\nexecutor = \"sandboxed\"\n[{section}]\n{line}\n{}",
+                if section == "sandbox" {
+                    ""
+                } else {
+                    "[sandbox]\n"
+                }
+            );
+            let e = Config::parse_in(file, &text, &|_| None).unwrap_err();
+            match &e {
+                ConfigError::Invalid {
+                    path,
+                    key: got,
+                    message,
+                } => {
+                    assert_eq!(got, key, "{text}");
+                    assert_eq!(path, file);
+                    assert!(message.contains("is empty"), "{key}: {message}");
+                }
+                other => panic!("{key}: {other:?}"),
+            }
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "/etc/stockade/stockade.toml: {key}: is empty: write a path, or leave the key out"
+                )
+            );
+        }
     }
 }

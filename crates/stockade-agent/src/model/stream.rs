@@ -189,6 +189,18 @@ struct PartialCall {
     arguments: String,
 }
 
+/// The most tool calls one turn may hold, so the highest index a server may
+/// give one is `MAX_TOOL_CALLS - 1`. Indices come from the server: a huge one
+/// (`u32::MAX`, `usize::MAX`) is a broken or hostile stream, refused as a
+/// stream error rather than used in arithmetic or as a size.
+pub(crate) const MAX_TOOL_CALLS: usize = 1024;
+
+fn index_out_of_range(index: impl std::fmt::Display) -> Fault {
+    Fault::Malformed(format!(
+        "tool call index {index} is out of range: a turn holds at most {MAX_TOOL_CALLS} calls, indexed from 0"
+    ))
+}
+
 /// Whether the stream said it is over.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Flow {
@@ -267,12 +279,17 @@ impl Assembler {
                     (Some(id), Some(last))
                         if !id.is_empty() && self.calls.get(&last).is_some_and(|c| c.id != *id) =>
                     {
-                        last + 1
+                        // `last` passed the bound below, so this cannot
+                        // wrap; saturating keeps that true if it changes.
+                        last.saturating_add(1)
                     }
                     (_, Some(last)) => last,
                     (_, None) => 0,
                 },
             };
+            if index >= MAX_TOOL_CALLS {
+                return Err(index_out_of_range(index));
+            }
             self.last_index = Some(index);
             let call = self.calls.entry(index).or_default();
             if let Some(id) = tc.id.filter(|id| !id.is_empty()) {
@@ -421,8 +438,12 @@ pub(crate) fn parse_completion(
     if !content.is_empty() {
         on_delta(Delta::Content(content.clone()));
     }
-    let mut tool_calls = Vec::new();
-    for (index, c) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+    let calls = m.tool_calls.unwrap_or_default();
+    if calls.len() > MAX_TOOL_CALLS {
+        return Err(index_out_of_range(calls.len() - 1));
+    }
+    let mut tool_calls = Vec::with_capacity(calls.len());
+    for (index, c) in calls.into_iter().enumerate() {
         let arguments = match c.function.arguments {
             Value::String(s) => s,
             Value::Null => String::new(),

@@ -690,3 +690,109 @@ fn an_image_is_a_user_message_of_one_image_part() {
         })
     );
 }
+
+mod tool_call_index {
+    use proptest::prelude::*;
+
+    use super::super::stream::{MAX_TOOL_CALLS, parse_completion};
+    use super::*;
+
+    fn chunk(tool_call: &str) -> SseEvent {
+        SseEvent::Data(format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{tool_call}]}}}}]}}"#
+        ))
+    }
+
+    /// An index as the server wrote it: in range, at the bound, `u32::MAX`,
+    /// `usize::MAX`, past `u64`, negative, fractional.
+    fn index_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (0..MAX_TOOL_CALLS as u64 + 4).prop_map(|i| i.to_string()),
+            any::<u64>().prop_map(|i| i.to_string()),
+            any::<i128>().prop_map(|i| i.to_string()),
+            Just(u32::MAX.to_string()),
+            Just(u64::MAX.to_string()),
+            Just((u64::MAX - 1).to_string()),
+            Just("18446744073709551616".to_owned()),
+            Just("1e3".to_owned()),
+            Just("-0".to_owned()),
+        ]
+    }
+
+    proptest! {
+        /// Whatever index the server sends, then a call without one (which
+        /// takes the next index): the turn is assembled when both lie below
+        /// the bound, and is otherwise a stream error. Never a panic, an
+        /// overflow or an allocation sized by the index.
+        #[test]
+        fn any_index_is_a_call_or_a_stream_error(text in index_text()) {
+            let mut a = Assembler::default();
+            let first = a.event(
+                chunk(&format!(r#"{{"index":{text},"id":"a","function":{{"name":"ls","arguments":"{{}}"}}}}"#)),
+                &|_| {},
+            );
+            let wanted = text.parse::<u64>().ok().filter(|&i| i < MAX_TOOL_CALLS as u64);
+            let Some(i) = wanted else {
+                prop_assert!(matches!(first, Err(Fault::Malformed(_))), "{text}: {first:?}");
+                return Ok(());
+            };
+            prop_assert_eq!(first, Ok(Flow::More));
+            let second = a.event(
+                chunk(r#"{"id":"b","function":{"name":"pwd","arguments":"{}"}}"#),
+                &|_| {},
+            );
+            if i + 1 == MAX_TOOL_CALLS as u64 {
+                prop_assert!(
+                    matches!(&second, Err(Fault::Malformed(w)) if w.contains("out of range")),
+                    "{second:?}"
+                );
+                return Ok(());
+            }
+            prop_assert_eq!(second, Ok(Flow::More));
+            let turn = a.finish(true).unwrap();
+            prop_assert_eq!(
+                turn.tool_calls,
+                vec![ModelToolCall::new("a", "ls", "{}"), ModelToolCall::new("b", "pwd", "{}")]
+            );
+        }
+    }
+
+    #[test]
+    fn the_bound_is_named_in_the_error() {
+        let mut a = Assembler::default();
+        let e = a
+            .event(
+                chunk(&format!(
+                    r#"{{"index":{},"function":{{"name":"ls"}}}}"#,
+                    u32::MAX
+                )),
+                &|_| {},
+            )
+            .unwrap_err();
+        assert_eq!(
+            e,
+            Fault::Malformed(format!(
+                "tool call index {} is out of range: a turn holds at most {MAX_TOOL_CALLS} calls, indexed from 0",
+                u32::MAX
+            ))
+        );
+    }
+
+    /// A whole completion holds at most as many calls as a stream may.
+    #[test]
+    fn a_completion_with_too_many_calls_is_refused() {
+        let body = |n: usize| {
+            let calls: Vec<Value> = (0..n)
+                .map(|i| json!({ "id": format!("c{i}"), "function": { "name": "ls", "arguments": "{}" } }))
+                .collect();
+            json!({ "choices": [{ "index": 0, "message": { "tool_calls": calls } }] }).to_string()
+        };
+        let t = parse_completion(body(MAX_TOOL_CALLS).as_bytes(), &|_| {}).unwrap();
+        assert_eq!(t.tool_calls.len(), MAX_TOOL_CALLS);
+        let e = parse_completion(body(MAX_TOOL_CALLS + 1).as_bytes(), &|_| {}).unwrap_err();
+        assert!(
+            matches!(&e, Fault::Malformed(w) if w.contains("out of range")),
+            "{e:?}"
+        );
+    }
+}
