@@ -128,6 +128,7 @@ pub(crate) fn prepare(
     let mut writable = vec![PathBuf::from("/dev/null")];
     let mut read_only = Vec::new();
     let mut after_run = None;
+    let mut linked_gap = None;
     if policy.mode == ConfiningMode::WorkspaceWrite {
         // Verifies the temp roots too; read-only grants none of them.
         let ws = pins.workspace(policy.workspace_root()).map_err(refused)?;
@@ -144,6 +145,25 @@ pub(crate) fn prepare(
                 roots.push(extra);
             }
         }
+        // A linked worktree (or submodule checkout) commits into a git
+        // directory outside the workspace: granted when its `.git` file
+        // validates, with what git obeys there read-only (bound below with
+        // the other protected paths). A refused one grants nothing and
+        // says why, once on stderr and as a gap.
+        let mut linked_protected = Vec::new();
+        match pins.linked_git(&ws) {
+            Ok(Some(grant)) => {
+                if !roots.iter().any(|r| r.path() == grant.held.path()) {
+                    roots.push(grant.held);
+                }
+                linked_protected = grant.protected;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("stockade: {e}");
+                linked_gap = Some(Gap::new(stockade_roots::worktree::GAP, e.to_string()));
+            }
+        }
         // Least specific first, so a nested root is bound last and wins.
         roots.sort_by_key(|r| r.path().components().count());
         for root in &roots {
@@ -157,7 +177,14 @@ pub(crate) fn prepare(
         // bwrap binds them read-only; under Landlock the supervisor keeps
         // them (without it the result names the protected-paths gap).
         if bwrap_like || facts.supervised {
-            read_only = protect(pins, &ws, &policy.files.read_only, &mut fds, &mut profile)?;
+            read_only = protect(
+                pins,
+                &ws,
+                &policy.files.read_only,
+                linked_protected,
+                &mut fds,
+                &mut profile,
+            )?;
         }
         // After what stockade itself made above (missing git names), so
         // only what the run makes counts as new.
@@ -167,6 +194,7 @@ pub(crate) fn prepare(
     if after_run.is_some() {
         gaps.push(after_run_gap());
     }
+    gaps.extend(linked_gap);
     Ok(Prepared {
         deny_read: profile.deny_read.iter().map(|m| m.path.clone()).collect(),
         profile,
@@ -482,11 +510,23 @@ fn protect(
     pins: &RootPins,
     ws: &HeldDir,
     named: &[PathBuf],
+    linked: Vec<stockade_roots::Protected>,
     fds: &mut Fds,
     profile: &mut LinuxProfile,
 ) -> Result<Vec<PathBuf>, SandboxUnavailable> {
     let writable = pins.writable_paths(Some(ws));
     let mut protected = stockade_roots::git_protected(ws, &writable).map_err(refused)?;
+    // The linked git directory's own list, found from the validated grant
+    // (git_protected reads the `.git` file again, which a run may change);
+    // an object both name is bound once.
+    for p in linked {
+        if !protected
+            .iter()
+            .any(|q| q.dev == p.dev && q.ino == p.ino && q.path == p.path)
+        {
+            protected.push(p);
+        }
+    }
     let named = stockade_roots::named_protected(named, &writable).map_err(refused)?;
     let named_paths = named.iter().map(|p| p.path.clone()).collect();
     protected.extend(named);
@@ -508,6 +548,7 @@ fn protect(
     _: &RootPins,
     _: &HeldDir,
     _: &[PathBuf],
+    _: Vec<stockade_roots::Protected>,
     _: &mut Fds,
     _: &mut LinuxProfile,
 ) -> Result<Vec<PathBuf>, SandboxUnavailable> {
