@@ -31,7 +31,28 @@ pub const ENV_TEST_RESOLVE: &str = "STOCKADE_PROXY_RESOLVE";
 /// allowed-host list, started on first use and stopped with the provider.
 #[derive(Debug, Default)]
 pub(crate) struct Proxies {
-    map: Mutex<HashMap<Vec<String>, Arc<Proxy>>>,
+    map: Mutex<HashMap<Vec<String>, Arc<Running>>>,
+}
+
+/// A started proxy and the private directory of its Unix socket. The
+/// fields drop in order: the proxy stops and removes its socket, then the
+/// directory goes, once the provider and every run's log are done with it.
+#[derive(Debug)]
+struct Running {
+    proxy: Proxy,
+    _dir: Option<SocketDir>,
+}
+
+/// A directory this provider made for a proxy's socket, removed on drop.
+#[derive(Debug)]
+struct SocketDir(PathBuf);
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        // Ours, 0700 and outside every writable root: nothing confined can
+        // have put anything in it but the socket the proxy just removed.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// One run's network profile, environment, log and gaps.
@@ -45,13 +66,13 @@ pub(crate) struct RunNet {
 /// The refused hosts of one run: its token's share of the proxy's record.
 #[derive(Debug)]
 struct RunLog {
-    proxy: Arc<Proxy>,
+    running: Arc<Running>,
     token: RunToken,
 }
 
 impl NetworkLog for RunLog {
     fn refused(&self) -> Vec<String> {
-        self.proxy.refused(&self.token)
+        self.running.proxy.refused(&self.token)
     }
 }
 
@@ -79,75 +100,256 @@ fn test_resolve(value: Option<OsString>) -> HashMap<String, Vec<SocketAddr>> {
 }
 
 impl Proxies {
-    /// The proxy for `hosts`, started on first use with its Unix socket in a
-    /// fresh private directory beneath `dir` (never beneath a writable root:
-    /// a confined run could put its own listener in the socket's place).
+    /// The proxy for `hosts`, started on first use; with `unix`, with its
+    /// Unix socket in a fresh private directory (see [`socket_dir`]).
     fn get(
         &self,
         hosts: &[String],
-        dir: Option<&Path>,
+        unix: bool,
+        cache_dir: Option<&Path>,
         pins: &RootPins,
-    ) -> Result<Arc<Proxy>, SandboxUnavailable> {
+    ) -> Result<Arc<Running>, SandboxUnavailable> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(p) = map.get(hosts) {
             return Ok(p.clone());
         }
-        let unix_dir = match dir {
-            Some(d) => Some(private_dir(d, pins)?),
-            None => None,
+        let dir = match unix {
+            true => Some(socket_dir(cache_dir, pins)?),
+            false => None,
         };
         let proxy = Proxy::start(ProxyConfig {
             allowed_hosts: hosts.to_vec(),
             resolve: test_resolve(std::env::var_os(ENV_TEST_RESOLVE)),
-            unix_dir: unix_dir.clone(),
+            unix_dir: dir.as_ref().map(|d| d.0.clone()),
         })
         .map_err(|e| refused(format!("cannot start the allow-listed proxy: {e}")))?;
-        if let Some(d) = &unix_dir {
-            pins.add_control_path("proxy socket directory", d);
+        if let Some(d) = &dir {
+            pins.add_control_path("proxy socket directory", &d.0);
         }
-        let proxy = Arc::new(proxy);
-        map.insert(hosts.to_vec(), proxy.clone());
-        Ok(proxy)
+        let running = Arc::new(Running { proxy, _dir: dir });
+        map.insert(hosts.to_vec(), running.clone());
+        Ok(running)
     }
 }
 
-/// `<dir>/proxy-XXXX`, mode 0700, refused beneath a writable root.
-fn private_dir(dir: &Path, pins: &RootPins) -> Result<PathBuf, SandboxUnavailable> {
-    let mut b = std::fs::DirBuilder::new();
-    b.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir)
-        .map_err(|e| refused(format!("cannot create {}: {e}", dir.display())))?;
-    let resolved = std::fs::canonicalize(dir)
-        .map_err(|e| refused(format!("cannot resolve {}: {e}", dir.display())))?;
-    if let Some(root) = beneath(&resolved, &pins.all_writable_paths()) {
-        return Err(refused(format!(
-            "the proxy's socket directory {} lies beneath the writable root {}, where a confined command could replace the socket",
-            resolved.display(),
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes
+/// on Linux, NUL included); a longer one cannot be bound at all.
+const SUN_PATH_MAX: usize = 107;
+
+/// Where bwrap's proxy socket lives: a fresh `proxy-<pid>-<rand>`, mode
+/// 0700, in the first of these that is usable:
+///
+/// 1. `$XDG_RUNTIME_DIR/stockade`, when `$XDG_RUNTIME_DIR` is ours and
+///    private (0700), as the XDG spec promises for sockets;
+/// 2. `cache_dir` (the verdict cache: `$XDG_CACHE_HOME/stockade` or
+///    `~/.cache/stockade` unless the operator named one);
+/// 3. `/var/tmp`, whose sticky bit keeps other users from renaming what we
+///    make there, and which no sandbox writes unless it is granted.
+///
+/// A place is usable when it lies beneath no writable root (a confined
+/// command could otherwise swap the socket for its own listener and see
+/// every other run's traffic; `$HOME` as the workspace puts `~/.cache`
+/// there), no other user can write to it, and the socket's path fits
+/// `sun_path` (a long `$XDG_RUNTIME_DIR` does not).
+///
+/// Why a path rather than a descriptor: the relay inside bwrap's network
+/// namespace (`landlock-run --net-bridge`) opens a new connection to the
+/// proxy for every connection the command makes, and a Unix socket is
+/// connected to by path or by abstract name; abstract names belong to a
+/// network namespace, so bwrap's private one cannot reach ours. Handing a
+/// descriptor over would mean a second protocol (each accepted connection
+/// sent out over `SCM_RIGHTS`) in the launcher. The checks above give the
+/// same property for one `connect`: nothing the command can write is on
+/// the way to the socket.
+///
+/// Directories left by runs that were killed (no drop ran) are swept from
+/// the chosen place first.
+fn socket_dir(cache_dir: Option<&Path>, pins: &RootPins) -> Result<SocketDir, SandboxUnavailable> {
+    let mut places: Vec<(PathBuf, Place)> = Vec::new();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+    {
+        places.push((rt.join("stockade"), Place::Runtime(rt)));
+    }
+    if let Some(c) = cache_dir
+        && !places.iter().any(|(p, _)| p == c)
+    {
+        places.push((c.to_path_buf(), Place::Cache));
+    }
+    places.push((PathBuf::from("/var/tmp"), Place::Sticky));
+    let writable = pins.all_writable_paths();
+    let mut why = Vec::new();
+    for (base, place) in places {
+        match try_place(&base, &place, &writable) {
+            Ok(dir) => return Ok(dir),
+            Err(e) => why.push(format!("{}: {e}", base.display())),
+        }
+    }
+    Err(refused(format!(
+        "allow-listed under bwrap needs a private directory for the proxy's socket, outside every writable root and short enough for a socket address; none would do ({})",
+        why.join("; ")
+    )))
+}
+
+/// What kind of place a candidate is, for the checks that apply to it.
+enum Place {
+    /// `$XDG_RUNTIME_DIR/stockade`; the runtime directory itself must be
+    /// ours and private.
+    Runtime(PathBuf),
+    /// A directory of ours, made 0700 if missing.
+    Cache,
+    /// A shared sticky directory: our directory goes straight into it.
+    Sticky,
+}
+
+fn try_place(base: &Path, place: &Place, writable: &[PathBuf]) -> Result<SocketDir, String> {
+    if let Place::Runtime(rt) = place {
+        let meta = std::fs::metadata(rt).map_err(|e| e.to_string())?;
+        if !ours(&meta) || mode(&meta) & 0o077 != 0 {
+            return Err(format!(
+                "{} is not a directory private to this user",
+                rt.display()
+            ));
+        }
+    }
+    if !matches!(place, Place::Sticky) {
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(base)
+            .map_err(|e| format!("cannot create it: {e}"))?;
+    }
+    let resolved = std::fs::canonicalize(base).map_err(|e| format!("cannot resolve it: {e}"))?;
+    if let Some(root) = beneath(&resolved, writable) {
+        return Err(format!(
+            "it lies beneath the writable root {}, where a confined command could replace the socket",
             root.display()
-        )));
+        ));
     }
-    let made = tempfile_dir(&resolved).map_err(|e| {
-        refused(format!(
-            "cannot create a private directory in {}: {e}",
-            resolved.display()
-        ))
-    })?;
-    Ok(made)
+    let meta = std::fs::metadata(&resolved).map_err(|e| e.to_string())?;
+    let shared_ok = matches!(place, Place::Sticky) && mode(&meta) & 0o1000 != 0;
+    if !shared_ok && (!ours(&meta) || mode(&meta) & 0o022 != 0) {
+        return Err("another user could write to it".to_owned());
+    }
+    sweep(&resolved);
+    let dir = fresh_dir(&resolved).map_err(|e| format!("cannot create a directory in it: {e}"))?;
+    let socket_len = dir
+        .0
+        .join(stockade_proxy::UNIX_SOCKET_NAME)
+        .as_os_str()
+        .len();
+    if socket_len > SUN_PATH_MAX {
+        drop(dir);
+        return Err(format!(
+            "the socket's path would be {socket_len} bytes, longer than a socket address holds ({SUN_PATH_MAX})"
+        ));
+    }
+    Ok(dir)
 }
 
-/// A fresh directory under `dir` that only this user can enter.
-fn tempfile_dir(dir: &Path) -> std::io::Result<PathBuf> {
-    let mut bytes = [0u8; 8];
+/// A fresh directory under `dir` that only this user can enter, named for
+/// this process so a later run can tell when it was left behind.
+fn fresh_dir(dir: &Path) -> std::io::Result<SocketDir> {
+    let mut bytes = [0u8; 4];
     getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
     let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join(format!("proxy-{}-{name}", std::process::id()));
+    let path = dir.join(format!("{DIR_PREFIX}{}-{name}", std::process::id()));
     let mut b = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    // Not recursive: an existing name (a clash, or one planted) fails here
+    // rather than being reused.
     b.create(&path)?;
-    Ok(path)
+    Ok(SocketDir(path))
+}
+
+const DIR_PREFIX: &str = "proxy-";
+
+/// The pid in a name [`fresh_dir`] made.
+fn dir_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(DIR_PREFIX)?;
+    let (pid, rand) = rest.split_once('-')?;
+    if rand.is_empty() || !rand.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes the socket directories in `base` that runs killed before they
+/// could clean up left behind: ours, named by a process that no longer
+/// exists, whose socket no one answers on (a live proxy in another pid
+/// namespace sharing this directory still does).
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(dir_pid) else {
+            continue;
+        };
+        if pid == std::process::id() || alive(pid) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || !ours(&meta) {
+            continue;
+        }
+        #[cfg(unix)]
+        if std::os::unix::net::UnixStream::connect(path.join(stockade_proxy::UNIX_SOCKET_NAME))
+            .is_ok()
+        {
+            continue;
+        }
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
+/// Whether `pid` names a process (ours or not) in this pid namespace.
+#[cfg(target_os = "linux")]
+fn alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+/// Without a way to ask, every process is taken to be alive: nothing is
+/// swept (bwrap, the only user of the socket, is Linux only).
+#[cfg(not(target_os = "linux"))]
+fn alive(_pid: u32) -> bool {
+    true
+}
+
+#[cfg(target_os = "linux")]
+fn ours(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    meta.uid() == rustix::process::geteuid().as_raw()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ours(_meta: &std::fs::Metadata) -> bool {
+    true
+}
+
+#[cfg(unix)]
+fn mode(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    meta.mode()
 }
 
 /// What `policy` means for one run on `backend` (`None`: an operator
@@ -191,34 +393,22 @@ pub(crate) fn for_run(
             }
             // bwrap reaches the proxy through its Unix socket; Landlock
             // through its loopback port.
-            let proxy = proxies.get(&policy.allowed_hosts, dir.filter(|_| bwrap_like), pins)?;
+            let running = proxies.get(&policy.allowed_hosts, bwrap_like, dir, pins)?;
+            let proxy = &running.proxy;
             let unix = proxy.unix_path().map(Path::to_path_buf);
             if bwrap_like && unix.is_none() {
+                // Started for a Landlock run of this provider, without one.
                 return Err(refused(
-                    "allow-listed under bwrap needs a private directory for the proxy's socket ($XDG_RUNTIME_DIR, $XDG_CACHE_HOME or $HOME)",
+                    "allow-listed under bwrap needs the proxy's Unix socket, and this provider's proxy for these hosts was started without one",
                 ));
             }
             let token = proxy.run_token();
-            let url = OsString::from(proxy.url_for(&token));
-            for name in [
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "ALL_PROXY",
-                "http_proxy",
-                "https_proxy",
-                "all_proxy",
-            ] {
-                run.env.push((name.into(), url.clone()));
-            }
-            for name in ["NO_PROXY", "no_proxy"] {
-                run.env
-                    .push((name.into(), "localhost,127.0.0.1,::1".into()));
-            }
+            run.env = proxy_env(&proxy.url_for(&token));
             run.profile = ProfileNet::Proxy {
                 port: proxy.port(),
                 unix,
             };
-            run.log = Some(NetworkLogHandle(Arc::new(RunLog { proxy, token })));
+            run.log = Some(NetworkLogHandle(Arc::new(RunLog { running, token })));
         }
     }
     // Below ABI 4 the supervisor connects only to 127.0.0.1 at the
@@ -233,6 +423,59 @@ pub(crate) fn for_run(
         ));
     }
     Ok(run)
+}
+
+/// Hosts that never go through the proxy: the sandbox's own loopback (a dev
+/// server the command started; bwrap's is private, Landlock's refuses every
+/// port but the proxy's and the `--allow-listen` ones).
+const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// What points every client the command may run at the proxy `url`.
+///
+/// - curl, git and cargo (libcurl), Python's urllib, requests and pip,
+///   Go, and Node's `fetch` where it reads them: `http_proxy`,
+///   `https_proxy`, `all_proxy` and their upper-case forms (libcurl reads
+///   only the lower-case `http_proxy`, others only upper case).
+/// - Node's built-in `fetch` (undici) ignores those unless
+///   `NODE_USE_ENV_PROXY=1` (Node 24, 22.21): set always, an unknown
+///   variable is harmless to older Node, whose `fetch` then fails to
+///   resolve the name (no way out but the proxy) and says so.
+/// - npm: `npm_config_proxy` / `npm_config_https_proxy` (and `noproxy`)
+///   take precedence over a proxy a user's `.npmrc` names, which would
+///   not be reachable from the sandbox; yarn's own names likewise.
+/// - git: `GIT_HTTP_PROXY_AUTHMETHOD=basic`. git asks libcurl for "any"
+///   proxy authentication, which sends no credentials until a `407`
+///   challenge names a method; the proxy never challenges (it refuses no
+///   one for lacking a token), so git's requests were nobody's.
+/// - cargo: `CARGO_HTTP_PROXY` overrides `http.proxy` in a cargo config.
+/// - pip: `PIP_PROXY` overrides `proxy` in a pip config.
+///
+/// The URL carries the run's token as a password, which every one of these
+/// sends as `Proxy-Authorization`.
+fn proxy_env(url: &str) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    for name in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "YARN_HTTP_PROXY",
+        "YARN_HTTPS_PROXY",
+        "CARGO_HTTP_PROXY",
+        "PIP_PROXY",
+    ] {
+        env.push((name.into(), url.into()));
+    }
+    for name in ["NO_PROXY", "no_proxy", "npm_config_noproxy"] {
+        env.push((name.into(), NO_PROXY.into()));
+    }
+    env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    env.push(("GIT_HTTP_PROXY_AUTHMETHOD".into(), "basic".into()));
+    env
 }
 
 /// Why `allow-listed` cannot run under Landlock on this kernel, and the
