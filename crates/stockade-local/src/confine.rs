@@ -150,8 +150,24 @@ pub(crate) fn prepare(
         // validates, with what git obeys there read-only (bound below with
         // the other protected paths). A refused one grants nothing and
         // says why, once on stderr and as a gap.
+        // Only where what git obeys there can be kept read-only: Landlock
+        // without the supervisor cannot carve hooks out of a root, so the
+        // main repository stays outside every root (commits fail) and the
+        // run says so.
         let mut linked_protected = Vec::new();
-        match pins.linked_git(&ws) {
+        let linked = if bwrap_like || facts.supervised {
+            pins.linked_git(&ws)
+        } else {
+            match stockade_roots::worktree::find(&ws, &pins.writable_paths(Some(&ws))) {
+                Ok(Some(found)) => Err(stockade_roots::worktree::LinkedError::Unsupervised {
+                    dotgit: found.dotgit,
+                    grant: found.grant,
+                }),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        match linked {
             Ok(Some(grant)) => {
                 if !roots.iter().any(|r| r.path() == grant.held.path()) {
                     roots.push(grant.held);
@@ -860,4 +876,78 @@ pub(crate) fn protections_for(
     };
     out.push(p("abstract-sockets", abstract_));
     out
+}
+
+#[cfg(test)]
+mod linked_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+    use std::path::Path;
+
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A linked worktree's common directory is a root only where its hooks
+    /// and config can be kept read-only: bwrap, and Landlock with the
+    /// supervisor; unsupervised Landlock grants nothing and says why.
+    #[test]
+    fn the_common_dir_is_granted_only_where_hooks_stay_read_only() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let main = root.join("main");
+        std::fs::create_dir(&main).unwrap();
+        git(&main, &["init", "-q"]);
+        git(&main, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        let wt = root.join("wt");
+        git(&main, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+        let common = main.join(".git");
+        let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &wt);
+        for (backend, supervised) in [
+            (Backend::Bwrap, false),
+            (Backend::Landlock, true),
+            (Backend::Landlock, false),
+        ] {
+            let pins = RootPins::without_temp_roots();
+            let facts = HostFacts {
+                supervised,
+                landlock_abi: Some(6),
+                ..Default::default()
+            };
+            let p = prepare(&pins, &facts, &policy, Some(backend), None, &[]).unwrap();
+            let granted = p.writable.contains(&common);
+            let gap = p
+                .gaps
+                .iter()
+                .find(|g| g.name == stockade_roots::worktree::GAP);
+            let hooks_ro = p
+                .profile
+                .protected
+                .iter()
+                .any(|b| b.read_only && b.path == common.join("hooks"));
+            if backend == Backend::Bwrap || supervised {
+                assert!(granted, "{backend:?}: {:?}", p.writable);
+                assert!(gap.is_none(), "{gap:?}");
+                assert!(hooks_ro, "{backend:?}: {:?}", p.profile.protected);
+            } else {
+                assert!(!granted, "unsupervised Landlock granted {:?}", p.writable);
+                let gap = gap.expect("the refusal is a gap");
+                assert!(gap.detail.contains("supervisor"), "{}", gap.detail);
+            }
+        }
+    }
 }

@@ -142,6 +142,11 @@ pub enum LinkedError {
         gitdir: PathBuf,
         path: PathBuf,
     },
+    #[error(
+        "{}: {} is not granted: Landlock without its supervisor (this kernel) cannot keep its hooks and config read-only inside a writable root, so commits from this checkout fail",
+        dotgit.display(), grant.display()
+    )]
+    Unsupervised { dotgit: PathBuf, grant: PathBuf },
     #[error("{}: the git directory it names is not granted: {source}", dotgit.display())]
     Root {
         dotgit: PathBuf,
