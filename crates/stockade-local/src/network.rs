@@ -214,6 +214,12 @@ fn try_place(base: &Path, place: &Place, writable: &[PathBuf]) -> Result<SocketD
             ));
         }
     }
+    // Judged before anything is made (`beneath` resolves what exists of
+    // it), so a refused place (`~/.cache` in a `$HOME` workspace) gets no
+    // directory of ours.
+    if let Some(root) = beneath(base, writable) {
+        return Err(beneath_root(&root));
+    }
     if !matches!(place, Place::Sticky) {
         let mut b = std::fs::DirBuilder::new();
         b.recursive(true);
@@ -224,10 +230,7 @@ fn try_place(base: &Path, place: &Place, writable: &[PathBuf]) -> Result<SocketD
     }
     let resolved = std::fs::canonicalize(base).map_err(|e| format!("cannot resolve it: {e}"))?;
     if let Some(root) = beneath(&resolved, writable) {
-        return Err(format!(
-            "it lies beneath the writable root {}, where a confined command could replace the socket",
-            root.display()
-        ));
+        return Err(beneath_root(&root));
     }
     let meta = std::fs::metadata(&resolved).map_err(|e| e.to_string())?;
     let shared_ok = matches!(place, Place::Sticky) && mode(&meta) & 0o1000 != 0;
@@ -248,6 +251,13 @@ fn try_place(base: &Path, place: &Place, writable: &[PathBuf]) -> Result<SocketD
         ));
     }
     Ok(dir)
+}
+
+fn beneath_root(root: &Path) -> String {
+    format!(
+        "it lies beneath the writable root {}, where a confined command could replace the socket",
+        root.display()
+    )
 }
 
 /// A fresh directory under `dir` that only this user can enter, named for
@@ -493,6 +503,84 @@ fn unenforceable(abi: Option<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every client's variable carries the same URL, with the token as a
+    /// password, and git and Node are told what makes them use it.
+    #[test]
+    fn every_client_is_pointed_at_the_proxy_with_credentials() {
+        let url = "http://stockade:00ff@127.0.0.1:9";
+        let env: HashMap<String, String> = proxy_env(url)
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect();
+        for name in [
+            "HTTP_PROXY",
+            "https_proxy",
+            "all_proxy",
+            "npm_config_proxy",
+            "npm_config_https_proxy",
+            "CARGO_HTTP_PROXY",
+            "PIP_PROXY",
+        ] {
+            assert_eq!(env[name], url, "{name}");
+        }
+        assert_eq!(env["NODE_USE_ENV_PROXY"], "1");
+        assert_eq!(env["GIT_HTTP_PROXY_AUTHMETHOD"], "basic");
+        assert_eq!(env["no_proxy"], NO_PROXY);
+    }
+
+    #[test]
+    fn only_names_fresh_dir_makes_are_read_as_a_pid() {
+        assert_eq!(dir_pid("proxy-123-0badc0de"), Some(123));
+        for other in [
+            "proxy-123",
+            "proxy--0bad",
+            "proxy-12a-0bad",
+            "proxy-123-",
+            "proxy-123-xyz",
+            "other-123-0bad",
+            "auto-verdict",
+        ] {
+            assert_eq!(dir_pid(other), None, "{other}");
+        }
+    }
+
+    /// A place beneath a writable root, one another user may write to and
+    /// one too long for a socket address are each refused, and the
+    /// refused place beneath a root is not even created.
+    #[test]
+    fn a_socket_place_is_refused_beneath_a_root_shared_or_too_long() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let t = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(t.path()).unwrap();
+        let ws = top.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let inside = ws.join(".cache/stockade");
+        let e = try_place(&inside, &Place::Cache, std::slice::from_ref(&ws)).unwrap_err();
+        assert!(e.contains("beneath the writable root"), "{e}");
+        assert!(!ws.join(".cache").exists(), "a refused place was created");
+
+        let shared = top.join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = try_place(&shared, &Place::Cache, &[]).unwrap_err();
+        assert!(e.contains("another user"), "{e}");
+
+        let mut long = top.join("l");
+        while long.as_os_str().len() < SUN_PATH_MAX {
+            long.push("long-enough-name");
+        }
+        let e = try_place(&long, &Place::Cache, &[]).unwrap_err();
+        assert!(e.contains("longer than a socket address holds"), "{e}");
+        // The directory it tried is not left there.
+        assert_eq!(std::fs::read_dir(&long).unwrap().count(), 0);
+
+        let ok = try_place(&top.join("fine"), &Place::Cache, &[]).unwrap();
+        assert!(ok.0.is_dir());
+        let made = ok.0.clone();
+        drop(ok);
+        assert!(!made.exists(), "the socket directory outlived its owner");
+    }
 
     #[test]
     fn the_test_resolver_takes_only_test_names() {
