@@ -352,3 +352,38 @@ fn a_submodule_checkout_commits_and_its_hooks_and_config_stay_read_only() {
         }
     }
 }
+
+/// From the main checkout, a linked worktree's directory (or `worktrees`
+/// as a whole) cannot be renamed away and replaced by one whose
+/// `commondir` names a planted repository: bwrap let a directory holding
+/// read-only binds be renamed, so both are pinned now.
+#[test]
+fn from_the_main_checkout_a_worktree_dir_cannot_be_swapped() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let home = owned_dir(&base, "home-", who);
+            let l = Layout::new(&base, who, home.path());
+            let commondir = l.common().join("worktrees/wt/commondir");
+            let before = read(&commondir);
+            let script = "t() { n=$1; shift; \"$@\" 2>/dev/null; echo \"$n=$?\"; }; \
+                 t own mv .git/worktrees/wt .git/worktrees/wt-old; \
+                 t all mv .git/worktrees .git/worktrees-old; \
+                 mkdir -p .git/worktrees/new && echo made; true";
+            let out = exec(who, home.path(), None, backend, &l.main, &[], script);
+            let stdout = text(&out.stdout);
+            for name in ["own", "all"] {
+                assert!(
+                    stdout
+                        .lines()
+                        .any(|l| l.starts_with(&format!("{name}=")) && l != format!("{name}=0")),
+                    "{who:?} {backend}: the {name} rename succeeded: {stdout}"
+                );
+            }
+            // `git worktree add` still can make a new one.
+            assert!(stdout.contains("made"), "{who:?} {backend}: {stdout}");
+            assert_eq!(read(&commondir), before, "{who:?} {backend}");
+            ok(&user_git(who, home.path(), None, &l.wt, &["status", "-s"]));
+        }
+    }
+}
