@@ -387,3 +387,52 @@ fn from_the_main_checkout_a_worktree_dir_cannot_be_swapped() {
         }
     }
 }
+
+/// The same swap one level up, for any protected path: with
+/// `core.hooksPath = tools/hooks`, `mv tools tools-old` carried the
+/// read-only hooks directory away under bwrap and a new `tools/hooks` with
+/// a planted hook took its place. Every directory between a protected path
+/// and its root is pinned now (the supervisor already refused this).
+#[test]
+fn a_directory_holding_a_protected_path_cannot_be_renamed_away() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let home = owned_dir(&base, "home-", who);
+            let ws = repo(&base, who, home.path());
+            let hooks = ws.path().join("tools/hooks");
+            fs::create_dir_all(&hooks).unwrap();
+            who.own(ws.path());
+            ok(&user_git(
+                who,
+                home.path(),
+                None,
+                ws.path(),
+                &["config", "core.hooksPath", "tools/hooks"],
+            ));
+            let marker = home.path().join("planted-ran");
+            let script = format!(
+                "mv tools tools-old; echo \"mv=$?\"; mkdir -p tools/hooks && \
+                 printf '#!/bin/sh\\ntouch {}\\n' > tools/hooks/pre-commit && \
+                 chmod +x tools/hooks/pre-commit; true",
+                marker.display()
+            );
+            let out = exec(who, home.path(), None, backend, ws.path(), &[], &script);
+            let stdout = text(&out.stdout);
+            assert!(
+                stdout.contains("mv=") && !stdout.contains("mv=0"),
+                "{who:?} {backend}: tools was renamed: {stdout}"
+            );
+            assert!(!ws.path().join("tools-old").exists());
+            assert!(!hooks.join("pre-commit").exists(), "{who:?} {backend}");
+            ok(&user_git(
+                who,
+                home.path(),
+                None,
+                ws.path(),
+                &["commit", "-q", "--allow-empty", "-m", "user"],
+            ));
+            assert!(!marker.exists(), "{who:?} {backend}: the planted hook ran");
+        }
+    }
+}

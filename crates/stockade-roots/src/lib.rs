@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use extra::HeldDenied;
 #[cfg(unix)]
-pub use protect::{Protected, git_protected, named_protected};
+pub use protect::{Protected, git_protected, named_protected, pin_ancestors};
 pub use resolve::{beneath, resolve_guarded};
 
 /// Which root a held directory is, for messages.

@@ -663,6 +663,38 @@ fn open(path: &Path, want_dir: bool) -> Result<Protected, RootError> {
     })
 }
 
+/// Pin every directory between a protected object of `list` and the
+/// writable root it lies in (bound onto itself, writable; the file fence
+/// leaves pins alone). bwrap binds each protected object where it is, and a
+/// directory holding a bind can still be renamed: `mv tools tools-old;
+/// mkdir -p tools/hooks` would carry the read-only hooks directory away
+/// and let a new one be planted where git looks (as would renaming
+/// `.git/worktrees/<name>` and planting a `commondir`). The supervisor
+/// already refuses renaming the ancestors of what it protects; this gives
+/// bwrap the same. A pinned directory cannot be renamed or removed by the
+/// run; what is in it stays writable.
+pub fn pin_ancestors(list: &mut Vec<Protected>, writable: &[PathBuf]) -> Result<(), RootError> {
+    let mut pins: Vec<Protected> = Vec::new();
+    for p in list.iter() {
+        let Some(root) = beneath(&p.path, writable) else {
+            continue;
+        };
+        for a in p.path.ancestors().skip(1) {
+            if a == root || !a.starts_with(&root) {
+                break;
+            }
+            if list.iter().chain(pins.iter()).any(|q| q.path == a) {
+                continue;
+            }
+            let mut pin = open(a, true)?;
+            pin.read_only = false;
+            pins.push(pin);
+        }
+    }
+    list.extend(pins);
+    Ok(())
+}
+
 /// The deployment's read-only paths (`[policy] read_only` and `protect`)
 /// that lie beneath one of `writable`, opened like the git paths.
 ///

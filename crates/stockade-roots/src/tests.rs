@@ -621,3 +621,22 @@ fn three_real_repositories_plain_submodule_worktree_and_husky() {
     git_in(&wt, &["commit", "-q", "--allow-empty", "-m", "y"]);
     git_in(&sup, &["status", "-s"]);
 }
+
+#[test]
+fn every_directory_between_a_protected_path_and_its_root_is_pinned() {
+    let d = tmp();
+    let ws = real(d.path());
+    std::fs::create_dir_all(ws.join("a/b/c")).unwrap();
+    let f = ws.join("a/b/c/f");
+    std::fs::write(&f, "x").unwrap();
+    let mut list =
+        named_protected(&[f.clone(), ws.join(".envrc")], std::slice::from_ref(&ws)).unwrap();
+    pin_ancestors(&mut list, std::slice::from_ref(&ws)).unwrap();
+    let pins: Vec<_> = list
+        .iter()
+        .filter(|p| !p.read_only)
+        .map(|p| p.path.clone())
+        .collect();
+    assert_eq!(pins, [ws.join("a/b/c"), ws.join("a/b"), ws.join("a")]);
+    assert!(list.iter().any(|p| p.read_only && p.path == f));
+}
