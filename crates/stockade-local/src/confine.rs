@@ -546,6 +546,8 @@ fn protect(
     let named = stockade_roots::named_protected(named, &writable).map_err(refused)?;
     let named_paths = named.iter().map(|p| p.path.clone()).collect();
     protected.extend(named);
+    // A directory holding a bind could be renamed away with it (bwrap).
+    stockade_roots::pin_ancestors(&mut protected, &writable).map_err(refused)?;
     // The pinned `.git` directory first, then what is read-only inside it.
     protected.sort_by_key(|p| (p.read_only, p.path.components().count()));
     for p in protected {
