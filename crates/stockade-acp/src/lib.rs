@@ -29,8 +29,15 @@
 //!
 //! Stdout carries protocol frames only; this crate logs to stderr, and a
 //! closed or broken stderr is ignored, never fatal. A line of stdin that is
-//! not UTF-8 or longer than [`MAX_FRAME_BYTES`] is answered with a JSON-RPC
-//! parse error (`-32700`, `id: null`) and the next line is served.
+//! not UTF-8, longer than [`MAX_FRAME_BYTES`] or not JSON is answered with a
+//! JSON-RPC parse error (`-32700`), one that is JSON but no JSON-RPC message
+//! with an invalid request (`-32600`), each carrying the request's id
+//! whenever it can be read (from the line's start when it cannot be parsed
+//! whole), and the next line is served.
+//!
+//! A call the session log holds no result for (the agent was killed while
+//! it ran) is replayed on `session/load` ending `failed`, saying the agent
+//! stopped before it finished.
 //!
 //! Environment: `$STOCKADE_CONFIG` and `$STOCKADE_MODE` as for every
 //! composition (see `stockade_agent::config`), and `$STOCKADE_STATE_DIR`:

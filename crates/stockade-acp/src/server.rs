@@ -494,7 +494,19 @@ impl AcpServer {
         };
         let id = SessionId::new(sid.as_str());
         let cwd = session.header().cwd.clone();
-        for update in session.with_records(|r| replay(r, &cwd)) {
+        // A prompt of this process running the log's last calls will finish
+        // them; any other call without a result never will. Asked before
+        // and after the records are read, so a prompt that starts or ends
+        // in between still counts as running.
+        let running = || {
+            self.live
+                .lock()
+                .get(sid.as_str())
+                .is_some_and(|s| s.running.is_some())
+        };
+        let before = running();
+        let updates = session.with_records(|r| replay(r, &cwd, before || running()));
+        for update in updates {
             send(cx, &id, update);
         }
         let modes = self.modes(&session);

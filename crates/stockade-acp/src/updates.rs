@@ -266,13 +266,52 @@ impl Observer for Streamer {
     }
 }
 
+/// What the editor is shown for a call the log holds no result for: the
+/// process running it died (kill -9, a crash, the editor ending it) before
+/// the call finished.
+pub(crate) const STOPPED_MID_CALL: &str =
+    "the agent stopped before this call finished; its outcome is unknown";
+
+/// A call that will never finish: failed, saying why.
+fn stopped(id: &str) -> ToolCallUpdate {
+    ToolCallUpdate::new(
+        ToolCallId::new(id),
+        ToolCallUpdateFields::new()
+            .status(ToolCallStatus::Failed)
+            .content(vec![text_content(STOPPED_MID_CALL)]),
+    )
+}
+
 /// The conversation as the user saw it, from the log alone (so without the
 /// diffs, which are not logged). Policy-context and loop notes are for the
 /// model, audit and knob events for people reading the log, so neither is
 /// replayed. `cwd` is the session's workspace.
-pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
+///
+/// Every call ends: one without a result is failed with
+/// [`STOPPED_MID_CALL`] where the model's conversation gives it its
+/// interrupted result ([`stockade_session::conversation()`]: before the
+/// next message or tool calls, or at the end of the log). Only the calls
+/// still unanswered at the end while `in_flight` (a prompt of this process
+/// is running them) are left open: their results are on their way.
+pub(crate) fn replay(records: &[Record], cwd: &Path, in_flight: bool) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
+    // The last tool calls' ids that have no result yet, in call order.
+    let mut pending: Vec<&str> = Vec::new();
+    let close = |pending: &mut Vec<&str>, out: &mut Vec<SessionUpdate>| {
+        out.extend(
+            pending
+                .drain(..)
+                .map(|id| SessionUpdate::ToolCallUpdate(stopped(id))),
+        );
+    };
     for r in records {
+        match &r.event {
+            Event::Message { .. } | Event::UserImage { .. } | Event::AssistantToolCalls { .. } => {
+                close(&mut pending, &mut out);
+            }
+            Event::ToolResult { call_id, .. } => pending.retain(|id| *id != call_id.as_str()),
+            _ => {}
+        }
         match &r.event {
             Event::Message {
                 role: Role::User,
@@ -295,6 +334,7 @@ pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
                 if !content.is_empty() {
                     out.push(SessionUpdate::AgentMessageChunk(text(content.clone())));
                 }
+                pending = calls.iter().map(|c| c.id.as_str()).collect();
                 for c in calls {
                     out.push(SessionUpdate::ToolCall(tool_call(
                         &c.id,
@@ -326,5 +366,134 @@ pub(crate) fn replay(records: &[Record], cwd: &Path) -> Vec<SessionUpdate> {
             }
         }
     }
+    if !in_flight {
+        close(&mut pending, &mut out);
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use stockade_session::ToolCall as LoggedCall;
+
+    fn records(events: Vec<Event>) -> Vec<Record> {
+        events
+            .into_iter()
+            .zip(1..)
+            .map(|(event, seq)| Record {
+                seq,
+                at_unix_ms: 0,
+                event,
+            })
+            .collect()
+    }
+
+    fn calls(ids: &[&str]) -> Event {
+        Event::AssistantToolCalls {
+            content: String::new(),
+            reasoning: None,
+            calls: ids
+                .iter()
+                .map(|id| LoggedCall {
+                    id: (*id).into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"sleep 600"}"#.into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn result(id: &str) -> Event {
+        Event::ToolResult {
+            call_id: id.into(),
+            tool: "bash".into(),
+            content: "ok".into(),
+            is_error: false,
+        }
+    }
+
+    fn user(text: &str) -> Event {
+        Event::Message {
+            role: Role::User,
+            content: text.into(),
+            source: None,
+        }
+    }
+
+    /// Each update in a word: `user`, `call ID`, `ID completed`, `ID failed
+    /// (stopped)` for the stand-in.
+    fn shown(events: Vec<Event>, in_flight: bool) -> Vec<String> {
+        replay(&records(events), Path::new("/w"), in_flight)
+            .into_iter()
+            .map(|u| match u {
+                SessionUpdate::UserMessageChunk(_) => "user".to_owned(),
+                SessionUpdate::ToolCall(c) => format!("call {}", c.tool_call_id.0),
+                SessionUpdate::ToolCallUpdate(u) => {
+                    let stopped = serde_json::to_string(&u.fields.content)
+                        .unwrap()
+                        .contains(STOPPED_MID_CALL);
+                    format!(
+                        "{} {:?}{}",
+                        u.tool_call_id.0,
+                        u.fields.status.unwrap(),
+                        if stopped { " (stopped)" } else { "" }
+                    )
+                }
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_the_log_holds_no_result_for_ends_failed() {
+        assert_eq!(
+            shown(vec![user("go"), calls(&["a", "b"]), result("a")], false),
+            [
+                "user",
+                "call a",
+                "call b",
+                "a Completed",
+                "b Failed (stopped)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_interrupted_earlier_fails_where_the_conversation_moved_on() {
+        assert_eq!(
+            shown(
+                vec![
+                    user("go"),
+                    calls(&["a"]),
+                    user("again"),
+                    calls(&["c"]),
+                    result("c")
+                ],
+                false
+            ),
+            [
+                "user",
+                "call a",
+                "a Failed (stopped)",
+                "user",
+                "call c",
+                "c Completed"
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_a_running_prompt_still_runs_are_left_open() {
+        assert_eq!(
+            shown(vec![user("go"), calls(&["a"])], true),
+            ["user", "call a"]
+        );
+        // Earlier interrupted ones still end.
+        assert_eq!(
+            shown(vec![calls(&["a"]), user("go"), calls(&["b"])], true),
+            ["call a", "a Failed (stopped)", "user", "call b"]
+        );
+    }
 }

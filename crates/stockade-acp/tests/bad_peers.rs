@@ -1,7 +1,9 @@
-//! The transport survives bad peers: a line of stdin that is not UTF-8 or
-//! longer than `MAX_FRAME_BYTES` is answered with a parse error and the
-//! next request is served; a closed or broken stderr never ends the binary
-//! (`stockade acp` or `stockade exec`), and never makes it panic (101).
+//! The transport survives bad peers: a line of stdin that is not UTF-8,
+//! longer than `MAX_FRAME_BYTES`, not JSON or not a JSON-RPC message is
+//! answered with an error carrying the request's id whenever it can be read
+//! (a 20 MB `session/prompt` too), and the next request is served; a closed
+//! or broken stderr never ends the binary (`stockade acp` or `stockade
+//! exec`), and never makes it panic (101).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod common;
@@ -40,9 +42,9 @@ async fn next_frame(out: &mut Lines<BufReader<ChildStdout>>) -> Value {
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a frame: {line:?}: {e}"))
 }
 
-fn assert_parse_error(v: &Value) {
+fn assert_parse_error(v: &Value, id: Value) {
     assert_eq!(v["jsonrpc"], "2.0", "{v}");
-    assert_eq!(v["id"], Value::Null, "{v}");
+    assert_eq!(v["id"], id, "{v}");
     assert_eq!(v["error"]["code"], -32700, "{v}");
 }
 
@@ -88,7 +90,8 @@ async fn invalid_utf8_is_a_parse_error_and_serving_goes_on() {
         .await
         .unwrap();
     stdin.flush().await.unwrap();
-    assert_parse_error(&next_frame(&mut out).await);
+    // The id came before the bad bytes: the answer carries it.
+    assert_parse_error(&next_frame(&mut out).await, json!(1));
     assert_initialized(&next_frame(&mut out).await, 2);
 
     // Readable JSON with an id but no valid request: the SDK answers it
@@ -134,12 +137,230 @@ async fn an_oversized_line_is_discarded_answered_and_serving_goes_on() {
         stdin
     });
     let v = next_frame(&mut out).await;
-    assert_parse_error(&v);
+    assert_parse_error(&v, Value::Null);
     assert!(
         v["error"]["data"].as_str().unwrap().contains("frame limit"),
         "{v}"
     );
     assert_initialized(&next_frame(&mut out).await, 3);
+    child.stdin = Some(writer.await.unwrap());
+    hang_up(child).await;
+}
+
+/// A 20 MB `session/prompt` (well past the frame limit) is answered with
+/// an error carrying its id, read from the frame's first bytes, instead of
+/// a turn that never ends; the rest is discarded, and the next request on
+/// the same connection is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_20_mb_prompt_is_answered_with_its_id_and_serving_goes_on() {
+    let Some(w) = World::new(vec![]) else { return };
+    let (mut child, mut out) = serve(&w, Stdio::null());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", initialize(1)).as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    assert_initialized(&next_frame(&mut out).await, 1);
+    const SIZE: usize = 20 * 1024 * 1024;
+    const { assert!(SIZE > stockade_acp::MAX_FRAME_BYTES) };
+    let writer = tokio::spawn(async move {
+        let head = r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"00112233445566778899aabbccddeeff","prompt":[{"type":"text","text":""#;
+        stdin.write_all(head.as_bytes()).await.unwrap();
+        let chunk = vec![b'a'; 1024 * 1024];
+        let mut left = SIZE;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            stdin.write_all(&chunk[..n]).await.unwrap();
+            left -= n;
+        }
+        stdin.write_all(b"\"}]}}\n").await.unwrap();
+        let next = json!({
+            "jsonrpc": "2.0", "id": "after", "method": "session/new",
+            "params": { "cwd": "relative", "mcpServers": [] },
+        });
+        stdin
+            .write_all(format!("{next}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        stdin
+    });
+    let v = next_frame(&mut out).await;
+    assert_parse_error(&v, json!(7));
+    assert!(
+        v["error"]["data"].as_str().unwrap().contains("frame limit"),
+        "{v}"
+    );
+    // Served: the SDK's own answer to that request (its cwd is refused).
+    let v = next_frame(&mut out).await;
+    assert_eq!(v["id"], "after", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not absolute"),
+        "{v}"
+    );
+    child.stdin = Some(writer.await.unwrap());
+    hang_up(child).await;
+}
+
+/// How one fuzzed frame breaks a request whose id is readable.
+#[derive(Debug, Clone)]
+enum Break {
+    /// `jsonrpc` wrong or missing.
+    Version(&'static str),
+    /// `method` not a string.
+    Method(&'static str),
+    /// `params` neither object nor array.
+    Params(&'static str),
+    /// A request and a response at once.
+    Result,
+    /// Members nobody knows (the SDK ignores them: a valid request).
+    Unknown,
+    /// Params of the wrong shape for the method (a valid envelope).
+    Shape,
+    /// Cut short this many bytes after the id.
+    Cut(usize),
+    /// Garbage after the object.
+    Trailing(&'static str),
+    /// A byte that is not UTF-8 in a string after the id.
+    NotUtf8,
+    /// A member after the id that is not JSON.
+    BadMember,
+}
+
+fn break_strategy() -> impl proptest::strategy::Strategy<Value = Break> {
+    use proptest::prelude::*;
+    prop_oneof![
+        prop::sample::select(vec!["\"1.0\"", "2", "null", "\"2\"", ""]).prop_map(Break::Version),
+        prop::sample::select(vec!["7", "null", "{}", "[\"m\"]", "true"]).prop_map(Break::Method),
+        prop::sample::select(vec!["\"p\"", "3", "false"]).prop_map(Break::Params),
+        Just(Break::Result),
+        Just(Break::Unknown),
+        Just(Break::Shape),
+        (0usize..200).prop_map(Break::Cut),
+        prop::sample::select(vec!["x", "}", ",", "{}", "\"s\""]).prop_map(Break::Trailing),
+        Just(Break::NotUtf8),
+        Just(Break::BadMember),
+    ]
+}
+
+/// A fuzzed frame: `id` at a random place before `method` and `params`,
+/// random whitespace between tokens, broken as `b` says.
+fn fuzzed(id: &Value, b: &Break, ws: &[&str; 4], id_first: bool) -> Vec<u8> {
+    let version = match b {
+        Break::Version("") => String::new(),
+        Break::Version(v) => format!("\"jsonrpc\"{}:{}{v},", ws[0], ws[1]),
+        _ => format!("\"jsonrpc\"{}:{}\"2.0\",", ws[0], ws[1]),
+    };
+    let id_member = format!("\"id\"{}:{}{id}{},", ws[2], ws[3], ws[0]);
+    let method = match b {
+        Break::Method(m) => (*m).to_owned(),
+        Break::NotUtf8 => "\"session/~~\"".to_owned(),
+        _ => "\"session/prompt\"".to_owned(),
+    };
+    let params = match b {
+        Break::Params(p) => (*p).to_owned(),
+        Break::Shape => "[1,2]".to_owned(),
+        _ => r#"{"sessionId":"00112233445566778899aabbccddeeff","prompt":[{"type":"text","text":"a{}[]\"b"}]}"#
+            .to_owned(),
+    };
+    let mut rest = format!("\"method\"{}:{method},{}\"params\":{params}", ws[1], ws[2]);
+    match b {
+        Break::Result => rest.push_str(",\"result\":{}"),
+        Break::Unknown => rest.push_str(",\"x-extra\":[{\"id\":1}]"),
+        Break::BadMember => rest.insert_str(0, "nope:1,"),
+        _ => {}
+    }
+    let body = if id_first {
+        format!("{{{}{id_member}{version}{rest}}}", ws[3])
+    } else {
+        format!("{{{}{version}{id_member}{rest}}}", ws[3])
+    };
+    let mut bytes = body.into_bytes();
+    match b {
+        Break::Cut(n) => {
+            let at = bytes
+                .windows(id_member.len())
+                .position(|w| w == id_member.as_bytes())
+                .unwrap()
+                + id_member.len();
+            // Always short of the closing brace: never valid JSON.
+            bytes.truncate((at + n).min(bytes.len() - 1));
+        }
+        Break::Trailing(t) => bytes.extend_from_slice(t.as_bytes()),
+        Break::NotUtf8 => {
+            // The method's `~~`, made a byte that is not UTF-8.
+            let at = bytes.windows(2).position(|w| w == b"~~").unwrap();
+            bytes.splice(at..at + 2, [0xff]);
+        }
+        _ => {}
+    }
+    bytes
+}
+
+/// Frames broken in every way the fuzz knows, each with a readable id (a
+/// number or a string, before the frame goes wrong): each is answered with
+/// an error carrying exactly that id, none with `null`, and the server then
+/// initializes as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_malformed_frame_with_a_readable_id_is_answered_with_it() {
+    use proptest::strategy::{Strategy as _, ValueTree as _};
+    use proptest::test_runner::TestRunner;
+    let Some(w) = World::new(vec![]) else { return };
+    let ws = proptest::sample::select(vec!["", " ", "\t", "  "]);
+    let case = (
+        break_strategy(),
+        proptest::array::uniform4(ws),
+        proptest::bool::ANY,
+        proptest::bool::ANY,
+    );
+    let mut runner = TestRunner::default();
+    let mut frames = Vec::new();
+    for n in 0..400u32 {
+        let (b, ws, id_first, numeric) = case.new_tree(&mut runner).unwrap().current();
+        let id = if numeric {
+            json!(i64::from(n) * 7919 - 1_000_000)
+        } else {
+            json!(format!("fz-{n} \"q\""))
+        };
+        frames.push((id.clone(), fuzzed(&id, &b, &ws, id_first), b));
+    }
+    let (mut child, mut out) = serve(&w, Stdio::null());
+    let mut stdin = child.stdin.take().unwrap();
+    let sent: Vec<Vec<u8>> = frames.iter().map(|(_, f, _)| f.clone()).collect();
+    let writer = tokio::spawn(async move {
+        for f in sent {
+            stdin.write_all(&f).await.unwrap();
+            stdin.write_all(b"\n").await.unwrap();
+        }
+        stdin
+            .write_all(format!("{}\n", initialize(1)).as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        stdin
+    });
+    let mut answers = std::collections::HashMap::new();
+    for _ in 0..frames.len() {
+        let v = next_frame(&mut out).await;
+        assert!(v["error"]["code"].is_i64(), "not an error: {v}");
+        assert!(!v["id"].is_null(), "an answer without the id: {v}");
+        assert!(
+            answers.insert(v["id"].to_string(), v.clone()).is_none(),
+            "answered twice: {v}"
+        );
+    }
+    for (id, frame, b) in &frames {
+        assert!(
+            answers.contains_key(&id.to_string()),
+            "no answer with id {id} to {b:?}: {}",
+            String::from_utf8_lossy(frame)
+        );
+    }
+    assert_initialized(&next_frame(&mut out).await, 1);
     child.stdin = Some(writer.await.unwrap());
     hang_up(child).await;
 }
