@@ -10,15 +10,30 @@
 //!
 //! Each one is opened once (`O_PATH | O_NOFOLLOW`) so a runner can bind the
 //! opened object read-only, and identified so the file fence can refuse
-//! writes to it by identity rather than by a path a run could alias.
+//! writes to it by identity rather than by a path a run could alias. The
+//! directories between each one and its root are pinned
+//! ([`pin_ancestors`]), and so are `worktrees/` and each linked worktree's
+//! directory: renamed away, they would carry the read-only binds with them
+//! and leave the names free for planted ones.
+//!
+//! The git directory of a linked worktree or submodule checkout lies
+//! outside the workspace; when its `.git` file validates it is granted as a
+//! root of its own ([`crate::worktree`]) and protected here the same way
+//! ([`linked_protected`]), with every other worktree's directory read-only
+//! as a whole.
 //!
 //! What this cannot hold (see the README): a name that does not exist yet
 //! outside a git directory (`.envrc`, a program a config names) can be
 //! created by a confined command, since only an existing object can be
 //! bound or identified; a new non-allowlisted entry of `.git` itself (a new
 //! `.git/worktrees/<name>`, say) can be created, because git creates lock
-//! files beside them and so `.git` stays writable; a symlink in place of a
-//! protected name outside a git directory can be replaced.
+//! files beside them and so `.git` stays writable (likewise in a granted
+//! common directory: a new `worktrees/<x>` naming another checkout back
+//! would have that checkout granted the same directory, with the same
+//! carve-outs); a symlink in place of a protected name outside a git
+//! directory can be replaced; a symlink a run leaves inside `logs/` or
+//! `refs/` is followed by the user's later git (a reflog append lands in
+//! what it names), as for a `.git` inside the workspace.
 
 use std::ffi::OsStr;
 use std::fs::File;

@@ -6,7 +6,7 @@
 //! in the common directory) or a submodule's (`<super>/.git/modules/<name>`).
 //! `workspace-write` grants that directory as one more held root, with what
 //! git would obey kept read-only inside it (see
-//! [`crate::protect::linked_protected`]): `hooks/`, `config`,
+//! `protect::linked_protected`): `hooks/`, `config`,
 //! `config.worktree`, `info/`, `commondir`, and every other worktree's
 //! directory.
 //!
