@@ -40,8 +40,9 @@ mod linux {
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort,
-        PathBeneath, RestrictSelf, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+        NetPort, PathBeneath, RestrictSelf, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        RulesetStatus, Scope,
     };
     use rustix::fs::{FileType, Mode, OFlags, fcntl_getfl, fstat};
     use rustix::io::{Errno, FdFlags, fcntl_setfd};
@@ -493,7 +494,12 @@ mod linux {
     }
 
     fn grant_rule(fd: OwnedFd, write: bool, shown: impl Display) -> PathBeneath<OwnedFd> {
-        let stat = fstat(&fd).or_fail(format_args!("cannot stat {shown}"));
+        let access = grant_access(&fd, write, shown);
+        PathBeneath::new(fd, access)
+    }
+
+    fn grant_access(fd: &OwnedFd, write: bool, shown: impl Display) -> BitFlags<AccessFs> {
+        let stat = fstat(fd).or_fail(format_args!("cannot stat {shown}"));
         let mut access = match write {
             true => AccessFs::from_all(ABI_REQ),
             false => AccessFs::from_read(ABI_REQ),
@@ -502,7 +508,64 @@ mod linux {
         if FileType::from_raw_mode(stat.st_mode) != FileType::Directory {
             access &= AccessFs::from_file(ABI_REQ);
         }
-        PathBeneath::new(fd, access)
+        access
+    }
+
+    /// The `--deny-read` objects, held open for the supervisor, and the
+    /// directories above them (by identity, names followed as the kernel
+    /// would). Landlock only adds rights, so a writable grant above a
+    /// denied path grants reading it; a supervised run grants such a
+    /// directory everything but read_file and sends every read-only open
+    /// to the supervisor, which refuses the denied objects by identity and
+    /// performs the rest (`Fence::read_open`). Entries of the directories
+    /// on the way down keep read through the `--ro` grant's split
+    /// (`read_except`), so only what the run creates there is read through
+    /// the supervisor; executing such a new file needs read_file, which
+    /// nothing grants it (the caller documents it).
+    struct DeniedBeneath {
+        objects: Vec<OwnedFd>,
+        above: std::collections::HashSet<(u64, u64)>,
+    }
+
+    impl DeniedBeneath {
+        fn open(paths: &[PathBuf]) -> DeniedBeneath {
+            let mut out = DeniedBeneath {
+                objects: Vec::new(),
+                above: std::collections::HashSet::new(),
+            };
+            for path in paths {
+                let fd = match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+                {
+                    Ok(fd) => fd,
+                    // Nothing there to read; nothing to refuse.
+                    Err(Errno::NOENT | Errno::NOTDIR) => continue,
+                    Err(e) => fail(format_args!(
+                        "cannot open deny-read path {}: {}",
+                        path.display(),
+                        io::Error::from(e)
+                    )),
+                };
+                if let Ok(st) = fstat(&fd) {
+                    out.above.insert((st.st_dev, st.st_ino));
+                }
+                for dir in path.ancestors().skip(1) {
+                    if let Ok(st) = rustix::fs::stat(dir) {
+                        out.above.insert((st.st_dev, st.st_ino));
+                    }
+                }
+                out.objects.push(fd);
+            }
+            out
+        }
+
+        /// Whether `fd` is a directory a denied object lies beneath (or is
+        /// one itself).
+        fn above_one(&self, fd: &OwnedFd) -> bool {
+            fstat(fd).is_ok_and(|st| {
+                FileType::from_raw_mode(st.st_mode) == FileType::Directory
+                    && self.above.contains(&(st.st_dev, st.st_ino))
+            })
+        }
     }
 
     /// Read beneath `top` except the `denied` paths below it. Landlock only
@@ -1275,12 +1338,12 @@ mod linux {
                 );
             }
         };
+        let mut fd_grants = Vec::new();
         for (grant, write) in &opts.grants {
             if let Grant::Fd(n) = *grant {
                 let option = if *write { "--rw-fd" } else { "--ro-fd" };
                 let fd = take_inherited_fd(option, n).unwrap_or_else(|why| usage(why));
-                keep(&fd, *write);
-                rules.push(grant_rule(fd, *write, format_args!("grant descriptor {n}")));
+                fd_grants.push((fd, *write, n));
             }
         }
         let mut protect = Vec::new();
@@ -1288,6 +1351,27 @@ mod linux {
             if let Grant::Fd(n) = *p {
                 protect.push(take_inherited_fd("--protect-fd", n).unwrap_or_else(|why| usage(why)));
             }
+        }
+        let denied = DeniedBeneath::open(&opts.deny_read);
+        // A writable directory above a denied path loses read_file when the
+        // supervisor can serve its reads instead (see `DeniedBeneath`).
+        let serve_reads = !opts.no_supervise;
+        let mut reads_served = false;
+        let mut writable_rule = |fd: OwnedFd, write: bool, shown: &dyn Display| {
+            let mut rule = grant_access(&fd, write, shown);
+            if write && serve_reads && denied.above_one(&fd) {
+                rule &= !AccessFs::ReadFile;
+                reads_served = true;
+            }
+            PathBeneath::new(fd, rule)
+        };
+        for (fd, write, n) in fd_grants {
+            keep(&fd, write);
+            rules.push(writable_rule(
+                fd,
+                write,
+                &format_args!("grant descriptor {n}"),
+            ));
         }
         for (grant, write) in &opts.grants {
             if let Grant::Path(path) = grant {
@@ -1297,12 +1381,15 @@ mod linux {
                 }
                 let fd = open_path(path, "grant path");
                 keep(&fd, *write);
-                rules.push(grant_rule(
+                rules.push(writable_rule(
                     fd,
                     *write,
-                    format_args!("grant path {}", path.display()),
+                    &format_args!("grant path {}", path.display()),
                 ));
             }
+        }
+        if reads_served {
+            crate::syscalls::govern_reads();
         }
         for p in &opts.protect {
             if let Grant::Path(path) = p {
@@ -1328,6 +1415,9 @@ mod linux {
         }
         let mut fence =
             crate::supervise::Fence::new(&writable, &protect).unwrap_or_else(|why| usage(why));
+        fence
+            .deny_read(&denied.objects)
+            .unwrap_or_else(|why| fail(why));
         fence.allow_listen(&plan.listen);
         fence.allow_connect(crate::supervise::ConnectRules {
             proxy_port: match plan.net {

@@ -672,6 +672,20 @@ static LISTEN_GOVERNED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomi
 /// under `--net-connect-supervised`. Set once before the child forks.
 static CONNECT_GOVERNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Whether read-only opens go to the supervisor: set once, before the
+/// supervised child forks, when a deny-read path lies beneath a writable
+/// root (Landlock cannot take read back there; see `Fence::read_open`).
+/// Read by the notifying filter.
+static READS_GOVERNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn govern_reads() {
+    READS_GOVERNED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub fn reads_governed() -> bool {
+    READS_GOVERNED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 pub fn govern_listen() {
     LISTEN_GOVERNED.store(true, std::sync::atomic::Ordering::SeqCst);
 }

@@ -41,6 +41,9 @@ pub enum Class {
     Inside,
     /// A protected object or beneath a protected directory.
     Protected,
+    /// A deny-read object or beneath a deny-read directory (and not beneath
+    /// a writable root inside it): neither read nor changed.
+    Denied,
     /// Anywhere else.
     Outside,
 }
@@ -59,7 +62,8 @@ pub enum Call {
         fd: i32,
         addr: Vec<u8>,
     },
-    /// open, openat, creat: only with a write, create, truncate or tmpfile flag.
+    /// open, openat, creat: with a write, create, truncate or tmpfile
+    /// flag; read-only too when reads are governed (see `Fence::read_open`).
     Open {
         dirfd: i32,
         path: Vec<u8>,
@@ -154,6 +158,11 @@ pub enum Outcome {
         cloexec: bool,
     },
     Err(Errno),
+    /// Let the kernel perform the call itself
+    /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Only for a read-only open of an
+    /// object outside every writable root, which the child's own Landlock
+    /// domain then judges (see `Fence::read_open`).
+    Continue,
 }
 
 /// The notifying thread, as seen from here.
@@ -165,6 +174,9 @@ pub struct Child {
 const AT_FDCWD: i32 = -100;
 /// The flags an open must carry to be governed (the filter notifies on these).
 const O_TMPFILE_BIT: u32 = 0o20_000_000;
+const O_WRITE_MODES: u32 = 0o3;
+const O_CREAT_BIT: u32 = 0o100;
+const O_TRUNC_BIT: u32 = 0o1000;
 /// Symlinks followed in one resolution, as the kernel's MAXSYMLINKS.
 const MAX_LINKS: usize = 40;
 /// `..` steps before a walk gives up (and calls the object outside).
@@ -185,6 +197,11 @@ pub struct Fence {
     files: HashSet<Id>,
     /// Read-only objects inside the roots, with everything beneath them.
     protected: HashSet<Id>,
+    /// Deny-read objects (`--deny-read`), with everything beneath them:
+    /// never read, listed or changed through the supervisor, whatever name
+    /// reaches them (a symlink, `..`, a descriptor, a hard link the caller
+    /// named).
+    denied: HashSet<Id>,
     /// Cannot be renamed or removed: the protected objects, their ancestors
     /// up to a root, and the roots themselves.
     pinned: HashSet<Id>,
@@ -347,6 +364,16 @@ impl Fence {
         Ok(fence)
     }
 
+    /// `--deny-read` objects, held open by the caller: refused by identity
+    /// wherever a walk up from an object meets one before a writable root.
+    pub fn deny_read(&mut self, objects: &[OwnedFd]) -> Result<(), String> {
+        for fd in objects {
+            let st = fs::fstat(fd).map_err(|e| format!("cannot stat a deny-read path: {e}"))?;
+            self.denied.insert(id(&st));
+        }
+        Ok(())
+    }
+
     /// `--allow-listen`: a listen is performed only on a socket bound to
     /// a loopback address at one of `ports`.
     pub fn allow_listen(&mut self, ports: &[u16]) {
@@ -496,6 +523,9 @@ impl Fence {
         let mut up: Option<OwnedFd> = None;
         for _ in 0..MAX_DEPTH {
             let here = id(&st);
+            if self.denied.contains(&here) {
+                return Ok(Class::Denied);
+            }
             if self.protected.contains(&here) {
                 return Ok(Class::Protected);
             }
@@ -523,6 +553,11 @@ impl Fence {
         data: bool,
     ) -> Result<Class, Errno> {
         let me = id(&obj.st);
+        // A denied file by any of its names (a hard link the caller found
+        // is denied as an object, wherever it lies).
+        if self.denied.contains(&me) {
+            return Ok(Class::Denied);
+        }
         if self.protected.contains(&me) {
             return Ok(Class::Protected);
         }
@@ -691,7 +726,7 @@ impl Fence {
     fn require(&self, obj: &Obj, parent: Option<BorrowedFd<'_>>, data: bool) -> Result<(), Errno> {
         match self.class_obj(obj, parent, data)? {
             Class::Inside => Ok(()),
-            Class::Protected | Class::Outside => Err(Errno::ACCESS),
+            Class::Protected | Class::Outside | Class::Denied => Err(Errno::ACCESS),
         }
     }
 
@@ -699,7 +734,7 @@ impl Fence {
     fn require_dir(&self, dir: BorrowedFd<'_>) -> Result<(), Errno> {
         match self.class_dir(dir)? {
             Class::Inside => Ok(()),
-            Class::Protected | Class::Outside => Err(Errno::ACCESS),
+            Class::Protected | Class::Outside | Class::Denied => Err(Errno::ACCESS),
         }
     }
 
@@ -868,12 +903,65 @@ impl Fence {
     }
 
     fn open(&self, child: Child, dirfd: i32, path: &[u8], flags: u32, mode: u32) -> Outcome {
+        if flags & (O_WRITE_MODES | O_CREAT_BIT | O_TRUNC_BIT | O_TMPFILE_BIT) == 0 {
+            return match self.read_open(child, dirfd, path, flags) {
+                Ok(Some(fd)) => Outcome::Fd {
+                    fd,
+                    cloexec: flags & OFlags::CLOEXEC.bits() != 0,
+                },
+                Ok(None) => Outcome::Continue,
+                Err(e) => Outcome::Err(e),
+            };
+        }
         match self.open_inner(child, dirfd, path, flags, mode) {
             Ok(fd) => Outcome::Fd {
                 fd,
                 cloexec: flags & OFlags::CLOEXEC.bits() != 0,
             },
             Err(e) => Outcome::Err(e),
+        }
+    }
+
+    /// A read-only open (notified only when a deny-read path lies beneath
+    /// a writable root, see `crate::syscalls::reads_governed`). Landlock
+    /// cannot take read back beneath a directory it grants, so the caller
+    /// grants the writable roots above a denied path without read_file,
+    /// and reads beneath them are decided here: resolved into held handles
+    /// like every governed call (symlinks followed here, `..`, the child's
+    /// `/proc/self/fd/N`), classified by identity, refused (EACCES) when a
+    /// walk up meets a denied object before a writable root, and otherwise
+    /// performed on the same handle, so a name swapped after the check
+    /// changes nothing. `Ok(None)`: the object lies outside every writable
+    /// root, or is not a regular file or directory (a FIFO would hold a
+    /// worker until a writer came, a device is the kernel's to judge): the
+    /// kernel performs the call under the child's Landlock domain, which
+    /// grants read beside every denied path and never on one, so whatever
+    /// a name swapped meanwhile reaches is judged there.
+    fn read_open(
+        &self,
+        child: Child,
+        dirfd: i32,
+        path: &[u8],
+        flags: u32,
+    ) -> Result<Option<OwnedFd>, Errno> {
+        let requested = OFlags::from_bits_retain(flags);
+        let follow = !requested.contains(OFlags::NOFOLLOW);
+        let entry = self.resolve(child, dirfd, path, follow)?;
+        let obj = entry.obj.ok_or(Errno::NOENT)?;
+        if obj.is_symlink() {
+            return Err(Errno::LOOP);
+        }
+        let class = self.class_obj(&obj, entry.parent.as_ref().map(|p| p.as_fd()), true)?;
+        let served = matches!(kind(&obj.st), FileType::RegularFile | FileType::Directory);
+        match class {
+            Class::Denied => Err(Errno::ACCESS),
+            Class::Inside | Class::Protected if served => {
+                let reopen = (requested - OFlags::CLOEXEC - OFlags::NOFOLLOW)
+                    | OFlags::NOCTTY
+                    | OFlags::CLOEXEC;
+                fs::open(obj.proc_path(), reopen, Mode::empty()).map(Some)
+            }
+            Class::Inside | Class::Protected | Class::Outside => Ok(None),
         }
     }
 

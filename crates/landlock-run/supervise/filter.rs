@@ -233,6 +233,23 @@ fn open_rules(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
     Ok(rules)
 }
 
+/// Every open that can read (when reads are governed, see
+/// `crate::syscalls::reads_governed`): all but O_PATH (which reads nothing;
+/// reopening such a descriptor through /proc is an open of its own), and
+/// every O_TMPFILE as above.
+fn read_open_rules(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
+    let no_path = cond(flags_arg, SeccompCmpOp::MaskedEq(O_PATH), 0)?;
+    let tmpfile = cond(
+        flags_arg,
+        SeccompCmpOp::MaskedEq(O_TMPFILE_BIT),
+        O_TMPFILE_BIT,
+    )?;
+    Ok(vec![
+        SeccompRule::new(vec![no_path]).map_err(err)?,
+        SeccompRule::new(vec![tmpfile]).map_err(err)?,
+    ])
+}
+
 fn ioctl_rules(cmds: &[u32]) -> Result<Vec<SeccompRule>, String> {
     cmds.iter()
         .map(|c| SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, u64::from(*c))?]).map_err(err))
@@ -244,7 +261,10 @@ fn ioctl_rules(cmds: &[u32]) -> Result<Vec<SeccompRule>, String> {
 pub fn notify_program() -> Result<BpfProgram, String> {
     let mut rules = BTreeMap::new();
     for (nr, sys) in GOVERNED {
+        let reads = crate::syscalls::reads_governed();
         let chain = match sys {
+            Sys::Open if reads => read_open_rules(1)?,
+            Sys::Openat if reads => read_open_rules(2)?,
             Sys::Open => open_rules(1)?,
             Sys::Openat => open_rules(2)?,
             Sys::Ioctl => ioctl_rules(&[FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR])?,

@@ -91,8 +91,13 @@ impl Listener {
 
     /// Answers `id`. A thread that died meanwhile (ENOENT) needs no answer.
     pub fn respond(&self, id: u64, outcome: Outcome) {
+        let mut flags = 0;
         let (val, error) = match outcome {
             Outcome::Value(v) => (v, 0),
+            Outcome::Continue => {
+                flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
+                (0, 0)
+            }
             Outcome::Err(e) => (0, -e.raw_os_error()),
             Outcome::Fd { fd, cloexec } => {
                 let mut add = libc::seccomp_notif_addfd {
@@ -114,7 +119,7 @@ impl Listener {
             id,
             val,
             error,
-            flags: 0,
+            flags,
         };
         let _ = ioctl_ptr(self.fd.as_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp);
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod deny_read;
 mod tree;
 
 use anyhow::Context;
@@ -274,6 +275,13 @@ async fn run_once(
     // what a runner leaves none of, danger-full-access and an unsupervised
     // run leave to us as their orphans.
     tree::kill_descendants();
+    // A deny-read path beneath a writable root: whether this run enforced
+    // it, once per run, in every output mode (JSON carries it too).
+    if let Ok(r) = &result
+        && let Some(line) = r.sandbox.as_ref().and_then(deny_read::line)
+    {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
     // What the audit after the run set aside, whatever else happened
     // (JSON carries it in the result).
     if let Ok(r) = &result
@@ -413,7 +421,11 @@ fn ask_retry(mode: Option<SandboxMode>, network: Option<NetworkMode>) -> bool {
 }
 
 fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<()> {
-    let v = serde_json::json!({ "result": r, "retry": retried });
+    let mut v = serde_json::json!({ "result": r, "retry": retried });
+    deny_read::add_to_json(&mut v["result"], r.sandbox.as_ref());
+    if let Some(retry) = retried {
+        deny_read::add_to_json(&mut v["retry"], retry.sandbox.as_ref());
+    }
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(())
 }
@@ -773,10 +785,13 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
         deny_read: files::default_deny_read(&env).unwrap_or_default(),
         ..FilePolicy::default()
     };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let beneath = deny_read::probe_lines(&report, &defaults.deny_read, &cwd);
     if json {
         let mut v = serde_json::to_value(&report)?;
         if let Some(obj) = v.as_object_mut() {
             obj.insert("file_policy".into(), serde_json::to_value(&defaults)?);
+            obj.insert("deny_read_beneath_workspace".into(), beneath.into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -814,6 +829,9 @@ fn probe(json: bool) -> anyhow::Result<ExitCode> {
                 shown.join(", ")
             }
         );
+        for line in &beneath {
+            println!("{line}");
+        }
         if let Some(note) = &report.tmpdir {
             println!("$TMPDIR: {note}");
         }

@@ -95,6 +95,80 @@ pub fn after_run_unchecked(what: &str) -> String {
 /// `sandbox_permissions` sent to a tool whose executor does not confine.
 pub const ESCALATION_NOT_OFFERED: &str = "sandbox_permissions and justification are not parameters of this tool (commands are not sandboxed here): nothing was run.";
 
+/// How a run keeps a deny-read path beneath a writable root unreadable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyReadBeneath<'a> {
+    /// bwrap: an empty mode-0000 stand-in mounted over it after the roots.
+    Mounts,
+    /// Landlock: the root granted without read_file, each read beneath it
+    /// decided by the supervisor.
+    Supervisor,
+    /// Not at all: the backend, and why.
+    NotEnforced { backend: &'a str, why: &'a str },
+}
+
+/// The one line a run prints when deny-read paths (`(path, root)`) lie
+/// beneath a writable root, with whether the run enforces them.
+pub fn deny_read_beneath_line(
+    entries: &[(std::path::PathBuf, std::path::PathBuf)],
+    how: DenyReadBeneath<'_>,
+) -> String {
+    let listed: Vec<String> = entries
+        .iter()
+        .map(|(p, r)| format!("{} (in {})", p.display(), r.display()))
+        .collect();
+    let verdict = match how {
+        DenyReadBeneath::Mounts => {
+            "enforced: bwrap mounts an empty mode-0000 stand-in over each".to_owned()
+        }
+        DenyReadBeneath::Supervisor => "enforced: landlock's supervisor refuses each read of them (a file created beside them during the run cannot be executed)".to_owned(),
+        DenyReadBeneath::NotEnforced { backend, why } => {
+            format!("NOT enforced under {backend}: {why}")
+        }
+    };
+    format!(
+        "stockade: deny-read beneath a writable root: {}: {verdict}",
+        listed.join(", ")
+    )
+}
+
+/// The `deny-read` gap's detail under Landlock without its supervisor.
+pub fn deny_read_unsupervised_gap(in_roots: &[String]) -> String {
+    format!(
+        "Landlock cannot take read back beneath a writable root it grants, and this host cannot run the supervisor that refuses those reads: {} stay readable",
+        in_roots.join(", ")
+    )
+}
+
+/// `stockade probe`'s deny-read protection under Landlock.
+pub fn deny_read_landlock_protection(supervised: bool) -> &'static str {
+    if supervised {
+        "read granted beside each denied path and its other names (other mounts of its subtree, hard links in the workspace), never beneath them: files unreadable, names listable (gap deny-read-names); beneath a writable root the root is granted without read_file and the supervisor decides every read-only open by identity (refused for a denied object through any symlink, `..`, descriptor or hard link it knows, listing included; a file created beside it during the run is read through the supervisor but cannot be executed); a link in a writable root to a file outside refuses the run, as does a link elsewhere; names made after the start are not seen (gap deny-read-aliases)"
+    } else {
+        "read granted beside each denied path and its other names (other mounts of its subtree, hard links in the workspace), never beneath them: files unreadable, names listable (gap deny-read-names); one beneath a writable root stays readable without the supervisor (gap deny-read), a link there to a file outside refuses the run, as does a link elsewhere; names made after the start are not seen (gap deny-read-aliases)"
+    }
+}
+
+/// `stockade probe`: a default deny-read entry beneath the current
+/// directory (the workspace of an `exec` run here), and what each backend
+/// makes of it.
+pub fn deny_read_probe_line(
+    path: &std::path::Path,
+    root: &std::path::Path,
+    backends: &[(&str, String)],
+) -> String {
+    let each: Vec<String> = backends
+        .iter()
+        .map(|(b, how)| format!("{b}: {how}"))
+        .collect();
+    format!(
+        "deny-read beneath the workspace {}: {}: {}",
+        root.display(),
+        path.display(),
+        each.join("; ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -353,16 +353,16 @@ fn deny_reads(
             in_root,
         });
     }
-    if !bwrap_like && !in_roots.is_empty() {
+    // Supervised, landlock-run grants those roots without read_file and
+    // its supervisor refuses reading (and listing) a denied object by
+    // identity; without it nothing can take read back there.
+    if !bwrap_like && profile.unsupervised && !in_roots.is_empty() {
         gaps.push(Gap::new(
             gaps::DENY_READ,
-            format!(
-                "Landlock cannot take read back beneath a writable root it grants: {} stay readable",
-                in_roots.join(", ")
-            ),
+            stockade_core::texts::deny_read_unsupervised_gap(&in_roots),
         ));
     }
-    if !bwrap_like && any_dir {
+    if !bwrap_like && any_dir && (profile.unsupervised || in_roots.is_empty()) {
         gaps.push(Gap::new(
             gaps::DENY_READ_NAMES,
             "Landlock refuses reading the files of a denied directory but not listing their names",
@@ -820,7 +820,7 @@ pub(crate) fn protections_for(
             out.push(p("sysfs", "read-only"));
             out.push(p(
                 "deny-read",
-                "read granted beside each denied path and its other names (other mounts of its subtree, hard links in the workspace), never beneath them: files unreadable, names listable (gap deny-read-names); one beneath a writable root stays readable (gap deny-read), a link there to a file outside refuses the run, as does a link elsewhere; names made after the start are not seen (gap deny-read-aliases)",
+                stockade_core::texts::deny_read_landlock_protection(facts.supervised),
             ));
             out.push(p(
                 "network",

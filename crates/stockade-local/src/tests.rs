@@ -1064,9 +1064,9 @@ fn the_file_policy_reaches_both_backends_with_landlocks_gaps_named() {
         deny_read: vec![secret.clone(), ws.join("key.pem"), base.join("missing")],
         read_only: vec![env.clone()],
     };
-    for bwrap_ok in [true, false] {
+    for (bwrap_ok, supervised) in [(true, true), (false, true), (false, false)] {
         let mut host = FakeHost::linux(bwrap_ok, true, Some(7));
-        host.supervised = true;
+        host.supervised = supervised;
         let (p, _) = provider(host, LocalSettings::default(), Platform::Linux);
         let policy = ww(ws.to_str().unwrap()).with_files(files.clone());
         let c = p.confine(&argv(), &policy).unwrap();
@@ -1074,7 +1074,10 @@ fn the_file_policy_reaches_both_backends_with_landlocks_gaps_named() {
         assert!(c.writable_roots.contains(&extra), "{:?}", c.writable_roots);
         assert!(!c.writable_roots.contains(&base.join("missing-root")));
         assert_eq!(c.deny_read, [secret.clone(), ws.join("key.pem")]);
-        assert_eq!(c.read_only, std::slice::from_ref(&env));
+        // Read-only paths are kept by bwrap or the supervisor only.
+        if supervised {
+            assert_eq!(c.read_only, std::slice::from_ref(&env));
+        }
         let names: Vec<&str> = c.gaps.iter().map(|g| g.name).collect();
         let has = |w: &[&str]| a.windows(w.len()).any(|x| x == w);
         if bwrap_ok {
@@ -1088,20 +1091,37 @@ fn the_file_policy_reaches_both_backends_with_landlocks_gaps_named() {
                 !names.contains(&stockade_core::gaps::DENY_READ),
                 "{names:?}"
             );
-        } else {
+        } else if supervised {
             assert!(has(&["--deny-read", secret.to_str().unwrap()]), "{a:?}");
             assert!(
                 a.iter().filter(|x| **x == "--protect-fd").count() >= 1,
                 "{a:?}"
             );
-            // The key inside the workspace stays readable under Landlock,
-            // and the names inside ~/.ssh listable: both said.
+            // The key inside the workspace is refused by the supervisor
+            // (landlock-run grants the root without read_file): no gap,
+            // and its listing is refused too.
+            assert!(
+                !names.contains(&stockade_core::gaps::DENY_READ),
+                "{names:?}"
+            );
+            assert!(
+                !names.contains(&stockade_core::gaps::DENY_READ_NAMES),
+                "{names:?}"
+            );
+        } else {
+            assert!(has(&["--deny-read", secret.to_str().unwrap()]), "{a:?}");
+            assert!(has(&["--no-supervise"]), "{a:?}");
+            assert!(c.read_only.is_empty(), "{:?}", c.read_only);
+            // Without the supervisor the key inside the workspace stays
+            // readable under Landlock, and the names inside ~/.ssh
+            // listable: both said.
             let gap = c
                 .gaps
                 .iter()
                 .find(|g| g.name == stockade_core::gaps::DENY_READ)
                 .unwrap();
             assert!(gap.detail.contains("key.pem"), "{}", gap.detail);
+            assert!(gap.detail.contains("supervisor"), "{}", gap.detail);
             assert!(
                 names.contains(&stockade_core::gaps::DENY_READ_NAMES),
                 "{names:?}"
