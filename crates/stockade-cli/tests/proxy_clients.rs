@@ -527,11 +527,20 @@ fn a_long_runtime_dir_works() {
     }
 }
 
+/// When `pid` started (`/proc/<pid>/stat` field 22).
+fn start_time(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, after) = stat.rsplit_once(')').unwrap();
+    after.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
 /// A run killed before it could clean up leaves its socket directory; the
 /// next bwrap allow-listed run sweeps it: ours, named by a process that no
-/// longer exists. A live process's and another user's stay, as does a
-/// name that is not one of ours. The run's own directory is in the private
-/// runtime dir while it lasts and gone after.
+/// longer runs (its pid gone, or reused by a process started at another
+/// time), and an older version's directory nobody listens in. A live
+/// process's and another user's stay, as does a name that is not one of
+/// ours. The run's own directory is in the private runtime dir while it
+/// lasts and gone after.
 #[test]
 fn stale_socket_directories_are_swept() {
     if !stockade_testkit::require("bwrap", stockade_testkit::have_bwrap())
@@ -546,21 +555,24 @@ fn stale_socket_directories_are_swept() {
         pid
     };
     let live = std::process::id();
+    let started = start_time(live);
     for who in users() {
         let s = scratch(who);
         let srv = ok_server();
         let place = s.state.join("stockade");
         fs::create_dir(&place).unwrap();
         fs::set_permissions(&place, fs::Permissions::from_mode(0o700)).unwrap();
-        let stale = place.join(format!("proxy-{dead}-0badc0de"));
-        let alive = place.join(format!("proxy-{live}-0badc0de"));
-        let not_ours = place.join(format!("proxy-{dead}-not-a-name"));
-        for d in [&stale, &alive, &not_ours] {
+        let stale = place.join(format!("proxy-{dead}-{started}-0badc0de"));
+        let reused = place.join(format!("proxy-{live}-{}-0badc0de", started + 1));
+        let legacy = place.join(format!("proxy-{live}-14f1219d28b18cdf"));
+        let alive = place.join(format!("proxy-{live}-{started}-0badc0de"));
+        let not_ours = place.join(format!("proxy-{dead}-{started}-not-a-name"));
+        for d in [&stale, &reused, &legacy, &alive, &not_ours] {
             fs::create_dir(d).unwrap();
         }
         fs::write(stale.join("proxy.sock"), "").unwrap();
         who.own(&s.state);
-        let foreign = place.join(format!("proxy-{dead}-0000beef"));
+        let foreign = place.join(format!("proxy-{dead}-{started}-0000beef"));
         if who == Who::Me && users().len() > 1 {
             // Ours as root, then handed to nobody: another user's.
             fs::create_dir(&foreign).unwrap();
@@ -582,10 +594,9 @@ fn stale_socket_directories_are_swept() {
             stdout.contains(&format!("proxy-{pid}-")),
             "{who:?}: the socket directory was not in the runtime dir: {stdout}"
         );
-        assert!(
-            !stale.exists(),
-            "{who:?}: the stale directory was not swept"
-        );
+        for (d, what) in [(&stale, "dead"), (&reused, "reused"), (&legacy, "legacy")] {
+            assert!(!d.exists(), "{who:?}: the {what} directory was not swept");
+        }
         assert!(
             alive.exists(),
             "{who:?}: a live process's directory was swept"

@@ -261,12 +261,16 @@ fn beneath_root(root: &Path) -> String {
 }
 
 /// A fresh directory under `dir` that only this user can enter, named for
-/// this process so a later run can tell when it was left behind.
+/// this process (`proxy-<pid>-<start>-<rand>`, `<start>` its start time
+/// since boot) so a later run can tell when it was left behind, even once
+/// the pid names another process.
 fn fresh_dir(dir: &Path) -> std::io::Result<SocketDir> {
     let mut bytes = [0u8; 4];
     getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
-    let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join(format!("{DIR_PREFIX}{}-{name}", std::process::id()));
+    let rand: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let pid = std::process::id();
+    let start = start_time(pid).unwrap_or(0);
+    let path = dir.join(format!("{DIR_PREFIX}{pid}-{start}-{rand}"));
     let mut b = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
@@ -278,32 +282,43 @@ fn fresh_dir(dir: &Path) -> std::io::Result<SocketDir> {
 
 const DIR_PREFIX: &str = "proxy-";
 
-/// The pid in a name [`fresh_dir`] made.
-fn dir_pid(name: &str) -> Option<u32> {
+/// The maker named in a name [`fresh_dir`] made: its pid and start time
+/// (0 when it could not be read). `None` for the start of the names older
+/// versions made (`proxy-<pid>-<rand>`), which were left behind after every
+/// run (a version that leaves them running keeps its socket listening).
+fn dir_owner(name: &str) -> Option<(u32, Option<u64>)> {
     let rest = name.strip_prefix(DIR_PREFIX)?;
-    let (pid, rand) = rest.split_once('-')?;
-    if rand.is_empty() || !rand.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
+    let parts: Vec<&str> = rest.split('-').collect();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match parts[..] {
+        [pid, start, rand] if digits(pid) && digits(start) && hex(rand) => {
+            Some((pid.parse().ok()?, Some(start.parse().ok()?)))
+        }
+        [pid, rand] if digits(pid) && hex(rand) => Some((pid.parse().ok()?, None)),
+        _ => None,
     }
-    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    pid.parse().ok()
 }
 
 /// Removes the socket directories in `base` that runs killed before they
 /// could clean up left behind: ours, named by a process that no longer
-/// exists, whose socket no one answers on (a live proxy in another pid
-/// namespace sharing this directory still does).
+/// runs (its pid is gone, or names a process started at another time),
+/// whose socket no one answers on (a live proxy in another pid namespace
+/// sharing this directory still does).
 fn sweep(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(dir_pid) else {
+        let Some((pid, start)) = entry.file_name().to_str().and_then(dir_owner) else {
             continue;
         };
-        if pid == std::process::id() || alive(pid) {
+        let running = match start {
+            Some(start) => alive(pid, start),
+            // Told by its socket alone, below.
+            None => false,
+        };
+        if pid == std::process::id() || running {
             continue;
         }
         let path = entry.path();
@@ -323,26 +338,40 @@ fn sweep(base: &Path) {
     }
 }
 
-/// Whether `pid` names a process (ours or not) in this pid namespace.
+/// Whether the process that made a directory still runs: `pid` exists in
+/// this pid namespace and, when `start` is known, started then.
 #[cfg(target_os = "linux")]
-fn alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
+fn alive(pid: u32, start: u64) -> bool {
+    match start_time(pid) {
+        None => !matches!(
+            Path::new("/proc").join(pid.to_string()).try_exists(),
+            Ok(false)
+        ),
+        Some(now) => start == 0 || now == start,
+    }
 }
 
 /// Without a way to ask, every process is taken to be alive: nothing is
 /// swept (bwrap, the only user of the socket, is Linux only).
 #[cfg(not(target_os = "linux"))]
-fn alive(_pid: u32) -> bool {
+fn alive(_pid: u32, _start: u64) -> bool {
     true
+}
+
+/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat`'s
+/// 22nd field): with the pid, a process's identity across pid reuse.
+#[cfg(target_os = "linux")]
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or
+    // parentheses itself; the fields after its last `)` start at field 3.
+    let (_, after) = stat.rsplit_once(')')?;
+    after.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_time(_pid: u32) -> Option<u64> {
+    None
 }
 
 #[cfg(target_os = "linux")]
@@ -530,19 +559,39 @@ mod tests {
     }
 
     #[test]
-    fn only_names_fresh_dir_makes_are_read_as_a_pid() {
-        assert_eq!(dir_pid("proxy-123-0badc0de"), Some(123));
+    fn only_names_fresh_dir_makes_are_read_as_their_maker() {
+        assert_eq!(dir_owner("proxy-123-456-0badc0de"), Some((123, Some(456))));
+        assert_eq!(dir_owner("proxy-123-0-0badc0de"), Some((123, Some(0))));
+        // An older version's name.
+        assert_eq!(dir_owner("proxy-123-14f1219d28b18cdf"), Some((123, None)));
         for other in [
             "proxy-123",
-            "proxy--0bad",
-            "proxy-12a-0bad",
-            "proxy-123-",
-            "proxy-123-xyz",
-            "other-123-0bad",
+            "proxy--456-0bad",
+            "proxy-12a-456-0bad",
+            "proxy-123-456-",
+            "proxy-123-456-xyz",
+            "proxy-123-456-0bad-1",
+            "other-123-456-0bad",
             "auto-verdict",
         ] {
-            assert_eq!(dir_pid(other), None, "{other}");
+            assert_eq!(dir_owner(other), None, "{other}");
         }
+    }
+
+    /// This process is alive under its own start time, not under another
+    /// (its pid reused), and a pid that names nothing is not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_maker_is_alive_only_with_its_start_time() {
+        let me = std::process::id();
+        let start = start_time(me).unwrap();
+        assert!(alive(me, start));
+        assert!(alive(me, 0));
+        assert!(!alive(me, start + 1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert!(!alive(gone, 0));
     }
 
     /// A place beneath a writable root, one another user may write to and
