@@ -267,6 +267,56 @@ fn probe_names_the_default_entries_beneath_the_current_directory() {
     assert!(!text(&out.stdout).contains("deny-read beneath the workspace"));
 }
 
+/// A name swapped between a file outside the root (whose open the
+/// supervisor hands back to the kernel) and the key while it is read in a
+/// loop, through `stockade exec` under Landlock: the key never reads, while
+/// the outside file does (so the loop really raced).
+#[test]
+fn a_symlink_swapped_while_it_is_read_never_reaches_the_key() {
+    if !python() {
+        return;
+    }
+    let race = r#"
+import os, threading
+os.symlink("/etc/hostname", "a")
+os.symlink(".ssh/id_rsa", "b")
+stop = False
+def swap():
+    while not stop:
+        for src in ("a", "b"):
+            os.symlink(os.readlink(src), "tmp")
+            os.rename("tmp", "l")
+t = threading.Thread(target=swap)
+t.start()
+seen = set()
+for _ in range(3000):
+    try:
+        with open("l") as f:
+            seen.add(f.read().strip()[:40])
+    except OSError as e:
+        seen.add(type(e).__name__)
+stop = True
+t.join()
+print(sorted(seen))
+"#;
+    let hostname = fs::read_to_string("/etc/hostname").unwrap_or_default();
+    for who in users() {
+        let h = Home::new(who);
+        fs::write(h.home.join("race.py"), race).unwrap();
+        who.own(&h.home.join("race.py"));
+        let out = h.exec(who, "landlock", &[], "/usr/bin/python3 race.py");
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        let ctx = format!("{who:?}: {stdout}\n{stderr}");
+        assert!(out.status.success(), "{ctx}");
+        assert!(!stdout.contains(SECRET), "{ctx}");
+        let name = hostname.trim();
+        if !name.is_empty() {
+            assert!(stdout.contains(&name[..name.len().min(40)]), "{ctx}");
+        }
+        assert!(stdout.contains("PermissionError"), "{ctx}");
+    }
+}
+
 /// `landlock-run --ro / --rw HOME --deny-read HOME/.ssh [--no-supervise]
 /// -- sh -c SCRIPT` as `who`, in HOME.
 fn launcher(h: &Home, who: Who, supervise: bool, script: &str) -> Output {
