@@ -249,6 +249,7 @@ fn launch(
         passthrough: r.passthrough,
         own_group: r.own_process_group,
         tap: r.tap.clone(),
+        terminal: r.terminal.clone(),
         limits,
         wrap,
     }

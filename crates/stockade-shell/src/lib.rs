@@ -23,6 +23,7 @@ mod output;
 mod piped;
 mod process;
 mod spec;
+mod terminal;
 pub mod tree;
 
 pub use error::{FdConflict, ShellError};
@@ -38,3 +39,6 @@ pub use spec::{
     Command, ExitFacts, OutputStream, OutputTap, SandboxFacts, ShellRequest, ShellResult,
     ShellSpec, Stdin,
 };
+pub use terminal::Terminal;
+#[cfg(target_os = "linux")]
+pub use terminal::Winsize;

@@ -70,6 +70,7 @@ pub(crate) struct Launch {
     pub passthrough: bool,
     pub own_group: bool,
     pub tap: Option<OutputTap>,
+    pub terminal: Option<crate::Terminal>,
     pub limits: OutputLimits,
     /// `None` under an executor that does not confine.
     pub wrap: Option<Wrap>,
@@ -466,7 +467,12 @@ fn check_loader_env(launch: &Launch) -> Result<(), ShellError> {
 }
 
 pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
-    let (program, args) = match launch.argv.split_first() {
+    // On a terminal the runner (or `setsid`) also makes it the command's
+    // controlling terminal, where it can be asked to.
+    let ctty = launch.terminal.as_ref().and_then(|_| {
+        crate::terminal::ctty_argv(launch.wrap.as_ref().and_then(|w| w.backend), &launch.argv)
+    });
+    let (program, args) = match ctty.as_deref().unwrap_or(&launch.argv).split_first() {
         Some(split) => split,
         None => return Err(ShellError::EmptyArgv),
     };
@@ -502,6 +508,12 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     // Every fd std and tokio open is O_CLOEXEC, so the child inherits only
     // 0, 1 and 2, plus what `place` maps onto the numbers the runner expects.
     let status_reader = fds::place(&mut cmd, &launch)?;
+    let wired = crate::terminal::wire(&mut cmd, launch.terminal.as_ref(), launch.passthrough)
+        .map_err(|source| ShellError::Start {
+            program: PathBuf::from(program),
+            workdir: launch.workdir.clone(),
+            source,
+        })?;
     let spawned = cmd.spawn();
     // The child has its copies now. Dropping the command closes the
     // parent's (the held descriptors' duplicates and the status pipe's write
@@ -559,6 +571,17 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
             shared.clone(),
             OutputStream::Stderr,
             sink,
+            launch.tap.clone(),
+        )));
+    }
+    if let Some(from) = wired {
+        // The terminal (or the one pipe) carries stdout and stderr both:
+        // read as stderr is, shown on stdout.
+        readers.push(tokio::spawn(read(
+            from,
+            shared.clone(),
+            OutputStream::Stderr,
+            launch.passthrough.then(tokio::io::stdout),
             launch.tap.clone(),
         )));
     }

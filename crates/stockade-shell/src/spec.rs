@@ -92,6 +92,11 @@ pub struct ShellRequest {
     pub own_process_group: bool,
     /// Shown every chunk of output as it arrives (see [`OutputTap`]).
     pub tap: Option<OutputTap>,
+    /// Run on this pseudo-terminal (its slave as stdin, stdout, stderr and
+    /// controlling terminal), reading what it shows as stderr is read, and
+    /// copying it to stdout under `passthrough` (see [`crate::Terminal`]).
+    /// `stdin` does not apply.
+    pub terminal: Option<crate::Terminal>,
 }
 
 impl ShellRequest {
@@ -114,6 +119,7 @@ impl ShellRequest {
             passthrough: false,
             own_process_group: true,
             tap: None,
+            terminal: None,
         }
     }
 
