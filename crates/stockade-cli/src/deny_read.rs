@@ -34,17 +34,26 @@ fn root_of(path: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
         .cloned()
 }
 
-/// How the run enforced them: bwrap (and an operator's bwrap-like
-/// runner) mounts over them; Landlock refuses them through its supervisor
-/// unless the run names the `deny-read` gap.
+/// How the run enforced them: bwrap (and an operator's runner command,
+/// which gets bwrap's arguments) mounts over them; Landlock refuses them
+/// through its supervisor unless the run names the `deny-read` gap;
+/// another backend (none applies a deny-read list today) is not assumed
+/// to enforce them.
 fn how(facts: &SandboxFacts) -> DenyReadBeneath<'_> {
     how_of(facts.backend, &facts.gaps)
 }
 
 fn how_of<'a>(backend: Option<&'a str>, gaps: &'a [Gap]) -> DenyReadBeneath<'a> {
     let backend = backend.unwrap_or("the runner");
-    if backend != "landlock" {
-        return DenyReadBeneath::Mounts;
+    match backend {
+        "bwrap" | "runner-command" => return DenyReadBeneath::Mounts,
+        "landlock" => {}
+        other => {
+            return DenyReadBeneath::NotEnforced {
+                backend: other,
+                why: "this backend does not hide deny-read paths",
+            };
+        }
     }
     match gaps.iter().find(|g| g.name == gaps::DENY_READ) {
         Some(gap) => DenyReadBeneath::NotEnforced {
@@ -112,8 +121,10 @@ pub fn probe_lines(report: &ProbeReport, deny_read: &[PathBuf], cwd: &Path) -> V
                 } else {
                     "enforced by the supervisor".to_owned()
                 }
-            } else {
+            } else if b.backend == "bwrap" {
                 "enforced (hidden by a mount)".to_owned()
+            } else {
+                "NOT enforced (this backend does not hide deny-read paths)".to_owned()
             };
             (b.backend.as_str(), how)
         })
@@ -173,5 +184,7 @@ mod tests {
         );
         let bwrap = texts::deny_read_beneath_line(&entries, how_of(Some("bwrap"), &[]));
         assert!(bwrap.contains("enforced: bwrap mounts"), "{bwrap}");
+        let other = texts::deny_read_beneath_line(&entries, how_of(Some("seatbelt"), &[]));
+        assert!(other.contains("NOT enforced under seatbelt"), "{other}");
     }
 }
