@@ -4,6 +4,7 @@
 //! session on `session/load`. The editor must see that call end, failed
 //! with the reason, not run forever. As root and (when we are root) as
 //! `nobody`.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod common;

@@ -383,9 +383,10 @@ impl Config {
         // `workspace_root`, the config's own), and as a program or a list
         // entry it fails later with a message that names no key.
         if let Some(key) = self.empty_path_key() {
+            let what = if key.ends_with(']') { "entry" } else { "key" };
             return Err(invalid(
                 &key,
-                "is empty: write a path, or leave the key out".into(),
+                format!("\"\": is empty: write a path, or leave the {what} out"),
             ));
         }
         if self.bash.executor == Implementation::Sandboxed && self.sandbox.is_none() {
@@ -1330,10 +1331,11 @@ mod empty_paths {
                 }
                 other => panic!("{key}: {other:?}"),
             }
+            let what = if key.ends_with(']') { "entry" } else { "key" };
             assert_eq!(
                 e.to_string(),
                 format!(
-                    "/etc/stockade/stockade.toml: {key}: is empty: write a path, or leave the key out"
+                    "/etc/stockade/stockade.toml: {key}: \"\": is empty: write a path, or leave the {what} out"
                 )
             );
         }
