@@ -26,7 +26,7 @@ struct Scratch {
 impl Scratch {
     fn new(who: Who) -> Self {
         let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-        let _ = fs::set_permissions(&base, fs::Permissions::from_mode(0o755));
+        stockade_testkit::open_to_all(&base);
         let dir = tempfile::Builder::new()
             .prefix("exec-config-")
             .tempdir_in(base)

@@ -61,7 +61,7 @@ impl Scratch {
     fn new(who: Who, fill: impl FnOnce(&Path, &Path)) -> Scratch {
         let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
         // The unprivileged legs must reach it.
-        let _ = fs::set_permissions(&base, fs::Permissions::from_mode(0o755));
+        stockade_testkit::open_to_all(&base);
         let dir = tempfile::Builder::new()
             .prefix("llr-supervisor-")
             .tempdir_in(&base)

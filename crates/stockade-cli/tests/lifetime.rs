@@ -48,7 +48,7 @@ fn eventually(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn a_signal_to_stockade_exec_ends_the_whole_tree_in_every_mode() {
     let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755));
+    stockade_testkit::open_to_all(&base);
     let mut cases = vec![
         ("danger-full-access", "auto"),
         ("workspace-write", "landlock"),

@@ -107,7 +107,7 @@ fn show(out: &Output) -> String {
 /// The scripts, readable by everyone, outside every writable root.
 fn scripts() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let _ = fs::set_permissions(&base, fs::Permissions::from_mode(0o755));
+    stockade_testkit::open_to_all(&base);
     let d = tempfile::Builder::new()
         .prefix("supnet-")
         .tempdir_in(&base)

@@ -98,7 +98,7 @@ fn scenarios() -> Vec<(&'static str, String)> {
 /// Every scenario under `mode`/`backend`, as each user.
 fn every_scenario(mode: &str, backend: &str) {
     let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755));
+    stockade_testkit::open_to_all(&base);
     let mut failures = Vec::new();
     for who in users() {
         for (name, script) in scenarios() {

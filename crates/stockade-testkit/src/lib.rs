@@ -35,6 +35,18 @@ fn is_under(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
 }
 
+/// Let every user traverse and list `dir` (the unprivileged legs run as
+/// another user) by adding bits, never by setting a mode: the scratch base
+/// can be `/var/tmp`, whose sticky, world-writable mode other users rely on.
+#[cfg(unix)]
+pub fn open_to_all(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(m) = std::fs::metadata(dir) {
+        let mode = m.permissions().mode() | 0o755;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode));
+    }
+}
+
 /// A directory for scratch workspaces that lies outside every writable root
 /// of workspace-write (`/tmp`, `$TMPDIR`), so a write that lands outside the
 /// workspace proves a broken sandbox, not a lucky grant. `target_tmp` is the
