@@ -301,10 +301,60 @@ fn fuzzed(id: &Value, b: &Break, ws: &[&str; 4], id_first: bool) -> Vec<u8> {
     bytes
 }
 
+/// Send `frames` (while reading, so neither pipe fills), then `last`; each
+/// frame must be answered once with an error carrying its id, never
+/// `null`. The answer to `last` (whose id is `last_id`) is returned: the
+/// SDK answers some frames from its handlers, so the order is not fixed.
+async fn fuzz_round(
+    child: &mut Child,
+    out: &mut Lines<BufReader<ChildStdout>>,
+    frames: &[(Value, Vec<u8>, Break)],
+    last: String,
+    last_id: &Value,
+) -> Value {
+    let mut stdin = child.stdin.take().unwrap();
+    let sent: Vec<Vec<u8>> = frames.iter().map(|(_, f, _)| f.clone()).collect();
+    let writer = tokio::spawn(async move {
+        for f in sent {
+            stdin.write_all(&f).await.unwrap();
+            stdin.write_all(b"\n").await.unwrap();
+        }
+        stdin
+            .write_all(format!("{last}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        stdin
+    });
+    let mut answers = std::collections::HashMap::new();
+    for _ in 0..=frames.len() {
+        let v = next_frame(out).await;
+        assert!(!v["id"].is_null(), "an answer without the id: {v}");
+        assert!(
+            answers.insert(v["id"].to_string(), v.clone()).is_none(),
+            "answered twice: {v}"
+        );
+    }
+    for (id, frame, b) in frames {
+        let v = answers.get(&id.to_string()).unwrap_or_else(|| {
+            panic!(
+                "no answer with id {id} to {b:?}: {}",
+                String::from_utf8_lossy(frame)
+            )
+        });
+        assert!(v["error"]["code"].is_i64(), "not an error: {v}");
+    }
+    child.stdin = Some(writer.await.unwrap());
+    answers
+        .remove(&last_id.to_string())
+        .expect("the last request is answered")
+}
+
 /// Frames broken in every way the fuzz knows, each with a readable id (a
-/// number or a string, before the frame goes wrong): each is answered with
-/// an error carrying exactly that id, none with `null`, and the server then
-/// initializes as usual.
+/// number or a string, before the frame goes wrong), before `initialize`
+/// and after it (where a valid envelope reaches the method's own params
+/// parsing): each is answered with an error carrying exactly that id, none
+/// with `null`, and the next request is served each time.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_malformed_frame_with_a_readable_id_is_answered_with_it() {
     use proptest::strategy::{Strategy as _, ValueTree as _};
@@ -318,50 +368,43 @@ async fn every_malformed_frame_with_a_readable_id_is_answered_with_it() {
         proptest::bool::ANY,
     );
     let mut runner = TestRunner::default();
-    let mut frames = Vec::new();
-    for n in 0..400u32 {
-        let (b, ws, id_first, numeric) = case.new_tree(&mut runner).unwrap().current();
-        let id = if numeric {
-            json!(i64::from(n) * 7919 - 1_000_000)
-        } else {
-            json!(format!("fz-{n} \"q\""))
-        };
-        frames.push((id.clone(), fuzzed(&id, &b, &ws, id_first), b));
-    }
+    let mut frames = |from: u32| {
+        (from..from + 300)
+            .map(|n| {
+                let (b, ws, id_first, numeric) = case.new_tree(&mut runner).unwrap().current();
+                let id = if numeric {
+                    json!(i64::from(n) * 7919 - 1_000_000)
+                } else {
+                    json!(format!("fz-{n} \"q\""))
+                };
+                (id.clone(), fuzzed(&id, &b, &ws, id_first), b)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (before, after) = (frames(0), frames(300));
     let (mut child, mut out) = serve(&w, Stdio::null());
-    let mut stdin = child.stdin.take().unwrap();
-    let sent: Vec<Vec<u8>> = frames.iter().map(|(_, f, _)| f.clone()).collect();
-    let writer = tokio::spawn(async move {
-        for f in sent {
-            stdin.write_all(&f).await.unwrap();
-            stdin.write_all(b"\n").await.unwrap();
-        }
-        stdin
-            .write_all(format!("{}\n", initialize(1)).as_bytes())
-            .await
-            .unwrap();
-        stdin.flush().await.unwrap();
-        stdin
+    let v = fuzz_round(&mut child, &mut out, &before, initialize(1), &json!(1)).await;
+    assert_initialized(&v, 1);
+    let next = json!({
+        "jsonrpc": "2.0", "id": "next", "method": "session/new",
+        "params": { "cwd": "relative", "mcpServers": [] },
     });
-    let mut answers = std::collections::HashMap::new();
-    for _ in 0..frames.len() {
-        let v = next_frame(&mut out).await;
-        assert!(v["error"]["code"].is_i64(), "not an error: {v}");
-        assert!(!v["id"].is_null(), "an answer without the id: {v}");
-        assert!(
-            answers.insert(v["id"].to_string(), v.clone()).is_none(),
-            "answered twice: {v}"
-        );
-    }
-    for (id, frame, b) in &frames {
-        assert!(
-            answers.contains_key(&id.to_string()),
-            "no answer with id {id} to {b:?}: {}",
-            String::from_utf8_lossy(frame)
-        );
-    }
-    assert_initialized(&next_frame(&mut out).await, 1);
-    child.stdin = Some(writer.await.unwrap());
+    let v = fuzz_round(
+        &mut child,
+        &mut out,
+        &after,
+        next.to_string(),
+        &json!("next"),
+    )
+    .await;
+    assert_eq!(v["id"], "next", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not absolute"),
+        "{v}"
+    );
     hang_up(child).await;
 }
 
