@@ -655,7 +655,11 @@ fn json_prints_the_result_facts() {
             assert_eq!(r["sandbox"]["backend"], want, "{v}");
         }
         assert_eq!(r["sandbox"]["enforcement"], "full");
-        assert_eq!(r["sandbox"]["denied_paths"][0], "f");
+        // Placed where the command ran (its working directory).
+        assert_eq!(
+            r["sandbox"]["denied_paths"][0],
+            s.ws.join("f").display().to_string()
+        );
         assert!(r["duration_ms"].as_f64().unwrap() > 0.0);
         assert_eq!(v["retry"], serde_json::Value::Null);
         assert_eq!(

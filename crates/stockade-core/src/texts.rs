@@ -1,6 +1,9 @@
 //! Fixed model-facing texts. Each is defined once, here, and pinned by
 //! snapshot tests where it is rendered.
 
+use std::path::{Path, PathBuf};
+
+use crate::files::ListKind;
 use crate::mode::SandboxMode;
 
 /// `[sandbox: file access denied under <mode> mode]`
@@ -12,6 +15,101 @@ pub fn denial_marker(mode: SandboxMode) -> String {
 pub fn group_hint(group: &str) -> String {
     format!(
         "it lies under the {group} caches: allow it with `--writable {group}` or `[policy] writable_roots = [\"{group}\"]`"
+    )
+}
+
+/// Each path a denied line named, as the report lists it.
+pub fn denied_path(path: &Path) -> String {
+    format!("denied: {}", path.display())
+}
+
+/// What was writable, after a refused file effect.
+pub fn writable_set(mode: SandboxMode, roots: &[PathBuf]) -> String {
+    let roots: Vec<String> = roots.iter().map(|p| p.display().to_string()).collect();
+    format!("writable under {mode}: {}", roots.join(", "))
+}
+
+/// A write refused outside the writable set: the directory to add.
+pub fn writable_hint(dir: &Path) -> String {
+    let flag = ListKind::WritableRoots.flag();
+    let key = ListKind::WritableRoots.key();
+    let dir = dir.display();
+    format!(
+        "{dir} is outside the writable set: allow it with `{flag} {dir}` (`[policy] {key} = [\"{dir}\"]` for `stockade acp`)"
+    )
+}
+
+/// A write refused under read-only mode, where no extra root applies.
+pub const READ_ONLY_MODE_HINT: &str = "nothing is writable under read-only mode: allow writes with `--mode workspace-write` (the workspace and temp directories; `--writable DIR` adds another), `[policy] mode` for `stockade acp`";
+
+/// A write refused directly beneath `/`, which no flag makes writable.
+pub fn root_not_writable(path: &Path) -> String {
+    format!(
+        "{} lies directly in the filesystem root, which cannot be made writable: write beneath a directory instead",
+        path.display()
+    )
+}
+
+/// Why a path inside the writable set stays read-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// Inside a repository's git directory: configuration, hooks and what
+    /// they name.
+    Git,
+    /// On the deployment's read-only list.
+    ReadOnlyList,
+    /// Something else the host or an editor runs or reads without asking
+    /// (the protect list: `.envrc`, `.vscode/`, ...).
+    Host,
+}
+
+/// A refused write to a protected path inside the writable set: why it is
+/// protected, and no flag to lift it.
+pub fn protected_hint(path: &Path, why: Protection) -> String {
+    let path = path.display();
+    let reason = match why {
+        Protection::Git => {
+            "git reads or runs it outside the sandbox later (its configuration and hooks decide what git executes)"
+        }
+        Protection::ReadOnlyList => {
+            "it is on the read-only list (`--read-only`, `[policy] read_only`)"
+        }
+        Protection::Host => {
+            "the host or an editor reads or runs it without asking (the protect list, `[policy] protect`)"
+        }
+    };
+    format!(
+        "{path} is protected: {reason}; it stays read-only in every confined run, whatever else is made writable"
+    )
+}
+
+/// A refused read of a secret: which list denied it.
+pub fn deny_read_hint(entry: &Path) -> String {
+    format!(
+        "{} is on the deny-read list (`{}`, `[policy] {}`): nothing confined may read it",
+        entry.display(),
+        ListKind::DenyRead.flag(),
+        ListKind::DenyRead.key()
+    )
+}
+
+/// A refused host: how to allow it, for `stockade exec` and `stockade acp`.
+pub fn allow_host_hint(host: &str, mode: crate::NetworkMode) -> String {
+    match mode {
+        crate::NetworkMode::Deny => format!(
+            "allow {host} with `--network allow-listed --allow-host {host}` (`[policy] network = \"allow-listed\"` and `allowed_hosts` for `stockade acp`)"
+        ),
+        _ => format!(
+            "allow {host} with `--allow-host {host}` (`[policy] allowed_hosts` for `stockade acp`)"
+        ),
+    }
+}
+
+/// A host a client looked up itself (Node's `fetch` and `http`) instead of
+/// going through the proxy.
+pub fn unproxied_hint(host: &str) -> String {
+    format!(
+        "{host} was looked up directly, not through stockade's proxy: Node's fetch ignores HTTPS_PROXY/HTTP_PROXY unless NODE_USE_ENV_PROXY=1 (Node >= 24) or `node --use-env-proxy`; the network here is confined, so only the proxy reaches the allowed hosts"
     )
 }
 

@@ -6,7 +6,7 @@
 //! streams.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use stockade_core::{FatalLine, RunnerFailureRule, texts};
 
@@ -146,7 +146,28 @@ pub(crate) struct Scanner {
     network_narrowed: bool,
     network_refused: bool,
     network_hosts: Vec<String>,
+    /// The writable set (the roots, temp roots included) and what the wrap
+    /// keeps read-only inside it: a refusal is the sandbox's only outside
+    /// the set or on a protected path (see [`Scanner::sandbox_refused`]).
+    writable: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
+    /// npm's error block so far (`npm error code EACCES`, `npm error
+    /// syscall mkdir`): its `path` line names what was refused.
+    npm_code: Option<String>,
+    npm_syscall: Option<String>,
+    /// Hosts a client looked up itself instead of asking the proxy (Node's
+    /// `getaddrinfo EAI_AGAIN host`): the lookup fails in the confined
+    /// network whether or not the host is allowed.
+    unproxied_hosts: Vec<String>,
 }
+
+/// What bwrap's read-only binds answer to replacing or removing the bound
+/// object (git writes `config.lock`, then renames it over `config`): a
+/// refusal only where it names a protected path inside the writable set.
+const BUSY: &str = "Device or resource busy";
+
+/// Node's spelling of a failed lookup; the host follows.
+const NODE_LOOKUP: &[&str] = &["getaddrinfo EAI_AGAIN ", "getaddrinfo ENOTFOUND "];
 
 /// What tools print when the network they were given is not there: under
 /// `deny` or `allow-listed` that is the sandbox's doing (no resolver, no
@@ -161,6 +182,8 @@ const NETWORK_SIGNATURES: &[&str] = &[
     "Failed to connect to",
     "CONNECT tunnel failed, response 403",
     "Could not resolve proxy",
+    "getaddrinfo EAI_AGAIN",
+    "getaddrinfo ENOTFOUND",
 ];
 
 /// The host a network failure line names, where the tool prints one
@@ -177,7 +200,9 @@ fn network_host(line: &str) -> Option<String> {
     if let Some(at) = line.find("Failed to connect to ") {
         return word(&line[at + "Failed to connect to ".len()..]);
     }
-    None
+    NODE_LOOKUP
+        .iter()
+        .find_map(|p| line.find(p).and_then(|at| word(&line[at + p.len()..])))
 }
 
 /// What stderr said about the run.
@@ -210,7 +235,8 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
         };
         let body = &s[..s.len() - close.len_utf8()];
         let start = body.rfind(open)? + open.len_utf8();
-        Some(body[start..].to_owned())
+        // `/p''`: an empty pair is punctuation, not a quoted name.
+        Some(body[start..].to_owned()).filter(|b| !b.is_empty())
     };
     let before = line[..at].trim_end().trim_end_matches(':').trim_end();
     let after = line[at + signature.len()..].trim_start_matches(':').trim();
@@ -227,12 +253,12 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
             .iter()
             .find_map(|verb| segment.strip_prefix(verb));
             match bare {
-                Some(p) => inner_quoted(p).or_else(|| Some(p.to_owned())),
+                Some(p) => inner_quoted(p).or_else(|| Some(unquoted_path(p))),
                 // `bash: f: ...` names the path alone; prose has spaces.
-                None if !segment.contains(' ') && segment != before => Some(segment.to_owned()),
+                None if !segment.contains(' ') && segment != before => Some(unquoted_path(segment)),
                 // `cp: cannot open '/p' for reading`: a quoted path mid-prose.
                 None => inner_quoted(segment)
-                    .or_else(|| segment.find('/').map(|i| segment[i..].to_owned())),
+                    .or_else(|| segment.find('/').map(|i| unquoted_path(&segment[i..]))),
             }
         })
         // `tar: /p: Cannot open: Permission denied`: the path is an earlier field.
@@ -240,9 +266,101 @@ pub fn denied_path(line: &str, signature: &str) -> Option<PathBuf> {
             before
                 .split(": ")
                 .find(|s| s.starts_with('/'))
-                .map(str::to_owned)
+                .map(unquoted_path)
         })?;
     (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// An unquoted path without the prose a tool printed after it: cargo's
+/// `/p, error`, `/p (os error 13)`, and punctuation (`/p)`, `/p:`, `/p'`,
+/// `/p.`) that closes a sentence rather than belonging to the name. A name
+/// that really ends in a bracket (`a(1)`) keeps it: a bracket is cut only
+/// when unbalanced; dots only after a name (never `.` or `..` themselves).
+fn unquoted_path(s: &str) -> String {
+    let mut p = s.trim();
+    for cut in [", ", " ("] {
+        if let Some(at) = p.find(cut) {
+            p = &p[..at];
+        }
+    }
+    p = p.trim_start_matches(['\'', '"', '`', '\u{2018}']);
+    loop {
+        let before = p;
+        p = p.trim_end();
+        if let Some(last) = p.chars().last() {
+            let rest = &p[..p.len() - last.len_utf8()];
+            let cut = match last {
+                ',' | ';' | ':' | '\'' | '"' | '`' | '\u{2019}' => true,
+                ')' => rest.matches('(').count() < rest.matches(')').count() + 1,
+                ']' => rest.matches('[').count() < rest.matches(']').count() + 1,
+                // `a...` is a sentence's end; `.` and `..` are names.
+                '.' => {
+                    let name = p.trim_end_matches('.');
+                    !name.is_empty() && !name.ends_with('/')
+                }
+                _ => false,
+            };
+            if cut {
+                p = rest;
+            }
+        }
+        if p == before {
+            break;
+        }
+    }
+    p.to_owned()
+}
+
+/// Node's recursive mkdir (npm's cache) reports a read-only directory as
+/// `ENOENT: no such file or directory, mkdir '/p'`: a refusal where `/p`
+/// lies outside the writable set, a missing parent anywhere else.
+const ENOENT_MKDIR: &str = "ENOENT: no such file or directory, mkdir ";
+
+/// Whether the command's own permissions let it use `p`: read and write
+/// an existing path (and search a directory), or create in the deepest
+/// ancestor that exists. Judged by the mode bits for this process's
+/// identity (the command's), as the kernel does for a process without
+/// the capability to override them: a confined root has none (Landlock's
+/// runner drops them), so root meets a mode-000 file like anyone.
+#[cfg(unix)]
+fn caller_may_use(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let groups = rustix::process::getgroups().unwrap_or_default();
+    let grants = |m: &std::fs::Metadata, want: u32| {
+        let shift = if m.uid() == uid {
+            6
+        } else if m.gid() == gid || groups.iter().any(|g| g.as_raw() == m.gid()) {
+            3
+        } else {
+            0
+        };
+        (m.mode() >> shift) & want == want
+    };
+    let mut at = p;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(m) => {
+                let want = match (at == p, m.is_dir()) {
+                    (true, false) => 0o6,
+                    (true, true) => 0o7,
+                    (false, _) => 0o3,
+                };
+                return grants(&m, want);
+            }
+            Err(_) => match at.parent() {
+                Some(up) => at = up,
+                None => return true,
+            },
+        }
+    }
+}
+
+/// Elsewhere the sandbox's own refusals cannot be told from the caller's.
+#[cfg(not(unix))]
+fn caller_may_use(_: &Path) -> bool {
+    true
 }
 
 /// The first `'...'` (or `"..."`, `` `...` ``) span of `s` that holds a path.
@@ -259,13 +377,14 @@ fn inner_quoted(s: &str) -> Option<String> {
 /// `EACCES: permission denied, open '/p'` (Node's errno dialect) as
 /// `open '/p': Permission denied`, the shape `denied_path` reads.
 fn node_dialect(line: &str) -> Option<String> {
-    const CODES: [(&str, &str); 3] = [
+    const CODES: [(&str, &str); 4] = [
         ("EACCES: permission denied, ", "Permission denied"),
         ("EROFS: read-only file system, ", "Read-only file system"),
         (
             "EPERM: operation not permitted, ",
             "Operation not permitted",
         ),
+        ("EBUSY: resource busy or locked, ", BUSY),
     ];
     CODES.iter().find_map(|(code, text)| {
         let at = line.find(code)?;
@@ -317,7 +436,95 @@ impl Scanner {
             network_narrowed: false,
             network_refused: false,
             network_hosts: Vec::new(),
+            writable: Vec::new(),
+            read_only: Vec::new(),
+            npm_code: None,
+            npm_syscall: None,
+            unproxied_hosts: Vec::new(),
         }
+    }
+
+    /// The run's writable set and what stays read-only inside it. Without
+    /// it every refusal a signature matches counts, wherever it lies.
+    pub(crate) fn with_writable(mut self, roots: &[PathBuf], read_only: &[PathBuf]) -> Self {
+        self.writable = roots.to_vec();
+        self.read_only = read_only.to_vec();
+        self
+    }
+
+    /// Hosts a client resolved itself instead of asking the proxy.
+    pub(crate) fn unproxied_hosts(&self) -> &[String] {
+        &self.unproxied_hosts
+    }
+
+    fn inside_writable(&self, p: &Path) -> bool {
+        self.writable.iter().any(|r| p.starts_with(r))
+    }
+
+    /// Whether a refusal naming `p` is the sandbox's. Outside the writable
+    /// set it is (nothing there may be written). Inside it only a path the
+    /// wrap keeps read-only is refused by the sandbox, and those are paths
+    /// the caller itself may use: the sandbox binds or fences them, it
+    /// does not change their modes. A path the caller's own permissions
+    /// refuse (a mode-000 file, a read-only directory) is the command's
+    /// own error, on every backend.
+    fn sandbox_refused(&self, p: &Path) -> bool {
+        if self.writable.is_empty() || !self.inside_writable(p) {
+            return true;
+        }
+        self.read_only.iter().any(|r| p.starts_with(r)) || caller_may_use(p)
+    }
+
+    fn record(&mut self, p: PathBuf) {
+        self.denied = true;
+        if self.denied_paths.len() < MAX_DENIED_PATHS && !self.denied_paths.contains(&p) {
+            self.denied_paths.push(p);
+        }
+    }
+
+    /// A path a denied line names, where the command sees it: a relative
+    /// one is the command's working directory's.
+    fn place(&self, p: PathBuf) -> PathBuf {
+        self.cwd.join(p)
+    }
+
+    /// npm reports a failed file operation as a block (`code`, `syscall`,
+    /// `path`, one per line, `npm error ` or `npm ERR! ` before each), and
+    /// under a sandbox often without any strerror text: `EACCES` on its
+    /// cache ("run sudo chown"), or `ENOENT` where libuv's recursive mkdir
+    /// met a read-only directory.
+    fn npm_line(&mut self, line: &str) {
+        let Some(rest) = ["npm error ", "npm ERR! "]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+        else {
+            return;
+        };
+        if let Some(code) = rest.strip_prefix("code ") {
+            self.npm_code = Some(code.trim().to_owned());
+            self.npm_syscall = None;
+        } else if let Some(call) = rest.strip_prefix("syscall ") {
+            self.npm_syscall = Some(call.trim().to_owned());
+        } else if let Some(path) = rest.strip_prefix("path ")
+            && let Some(code) = self.npm_code.take()
+        {
+            let p = self.place(PathBuf::from(path.trim()));
+            let counts = match code.as_str() {
+                "EACCES" | "EPERM" | "EROFS" => self.sandbox_refused(&p),
+                "EBUSY" => self.inside_writable(&p) && self.sandbox_refused(&p),
+                "ENOENT" => self.npm_syscall.as_deref() == Some("mkdir") && self.outside(&p),
+                _ => false,
+            };
+            if counts {
+                self.record(p);
+            }
+        }
+    }
+
+    /// Known to lie outside the writable set (never when the set is not
+    /// known: a missing file is not a refusal).
+    fn outside(&self, p: &Path) -> bool {
+        !self.writable.is_empty() && !self.inside_writable(p)
     }
 
     /// Also count a refused read of a path beneath one of `paths` (the
@@ -382,6 +589,7 @@ impl Scanner {
             && self.rules.is_empty()
             && self.runner_lines.is_empty()
             && self.read_denied.is_empty()
+            && self.writable.is_empty()
             && !self.network_narrowed
         {
             return;
@@ -404,6 +612,7 @@ impl Scanner {
     fn line(&mut self, raw: &[u8]) {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let line = String::from_utf8_lossy(raw);
+        self.npm_line(&line);
         // Node and npm spell errors their own way: `EACCES: permission
         // denied, open '/p'`. Read as the strerror text it stands for.
         let line = match node_dialect(&line) {
@@ -415,13 +624,23 @@ impl Scanner {
             .iter()
             .find(|s| line.contains(s.as_str()))
         {
-            self.denied = true;
-            if self.denied_paths.len() < MAX_DENIED_PATHS
-                && let Some(p) = denied_path(&line, sig)
-                && !self.denied_paths.contains(&p)
-            {
-                self.denied_paths.push(p);
+            match denied_path(&line, sig).map(|p| self.place(p)) {
+                // No path to judge: the signature alone says denied.
+                None => self.denied = true,
+                Some(p) if self.sandbox_refused(&p) => self.record(p),
+                Some(_) => {}
             }
+        } else if line.contains(BUSY)
+            && let Some(p) = denied_path(&line, BUSY).map(|p| self.place(p))
+            && self.inside_writable(&p)
+            && self.sandbox_refused(&p)
+        {
+            self.record(p);
+        } else if let Some(at) = line.find(ENOENT_MKDIR)
+            && let Some(p) = inner_quoted(&line[at..]).map(|p| self.place(PathBuf::from(p)))
+            && self.outside(&p)
+        {
+            self.record(p);
         }
         if !self.read_denied.is_empty()
             && let Some(p) = denied_path(&line, texts::READ_DENIED_SIGNATURE)
@@ -439,6 +658,9 @@ impl Scanner {
                 && self.network_hosts.len() < MAX_DENIED_PATHS
                 && !self.network_hosts.contains(&h)
             {
+                if NODE_LOOKUP.iter().any(|p| line.contains(p)) {
+                    self.unproxied_hosts.push(h.clone());
+                }
                 self.network_hosts.push(h);
             }
         }
@@ -724,6 +946,173 @@ mod tests {
                 paths: vec![PathBuf::from("/a")]
             }
         );
+    }
+
+    /// The path a denied line names comes out clean whatever prose or
+    /// punctuation the tool printed after it (cargo's `path: /p, error:
+    /// ...`, a closing `)`, `:` or quote), in every shape tools print.
+    #[test]
+    fn a_denied_path_comes_out_without_the_text_after_it() {
+        use proptest::prelude::*;
+        let segment = "[A-Za-z0-9_-][A-Za-z0-9_.-]{0,6}[A-Za-z0-9_-]|[A-Za-z0-9_]";
+        let path = proptest::collection::vec(segment, 1..5)
+            .prop_map(|segs| format!("/{}", segs.join("/")));
+        let trail = proptest::collection::vec(
+            prop_oneof![
+                Just(", error"),
+                Just("'"),
+                Just(")"),
+                Just(":"),
+                Just(","),
+                Just("."),
+                Just(";"),
+                Just("\""),
+                Just("`"),
+                Just("]"),
+                Just(" (os error 13)"),
+                Just(", error: failed"),
+            ],
+            0..3,
+        )
+        .prop_map(|t| t.concat());
+        let sig = prop_oneof![
+            Just("Permission denied"),
+            Just("Read-only file system"),
+            Just("Operation not permitted"),
+            Just(BUSY),
+        ];
+        proptest!(|(p in path, t in trail, sig in sig, shape in 0usize..5)| {
+            // A `: ` starts a field of its own: after `bash: /p, error:
+            // word` the last field may be a relative name. Only cargo's
+            // shape carries one after the path.
+            let t = if shape == 0 { t } else { t.replace(": ", " ") };
+            let line = match shape {
+                // cargo: `warning: failed to write cache, path: /p, error: ...`
+                0 => format!("warning: failed to write cache, path: {p}{t}, error: {sig} (os error 13)"),
+                1 => format!("bash: {p}{t}: {sig}"),
+                2 => format!("sh: 1: cannot create {p}{t}: {sig}"),
+                3 => format!("error: could not write config file {p}{t}: {sig}"),
+                _ => format!("tar: {p}{t}: Cannot open: {sig}"),
+            };
+            prop_assert_eq!(denied_path(&line, sig), Some(PathBuf::from(&p)), "{}", line);
+        });
+    }
+
+    #[test]
+    fn cargos_cache_line_names_the_cache_file() {
+        let line = "warning: failed to write cache, path: /h/.cargo/registry/index/index.crates.io-1949cf8c6b5b557f/.cache/it/oa/itoa, error: Read-only file system (os error 30)";
+        assert_eq!(
+            denied_path(line, "Read-only file system"),
+            Some(PathBuf::from(
+                "/h/.cargo/registry/index/index.crates.io-1949cf8c6b5b557f/.cache/it/oa/itoa"
+            ))
+        );
+        // A name that really ends in a bracket keeps it.
+        assert_eq!(
+            denied_path("bash: /x/a(1): Permission denied", "Permission denied"),
+            Some(PathBuf::from("/x/a(1)"))
+        );
+    }
+
+    fn classify(writable: &[PathBuf], cwd: &Path, stderr: &str) -> Verdict {
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![])
+            .with_read_denials(&[], cwd)
+            .with_writable(writable, &[]);
+        s.feed(stderr.as_bytes());
+        s.verdict(Some(1))
+    }
+
+    #[test]
+    fn npm_blocks_and_nodes_mkdir_are_read_as_refusals_outside_the_set() {
+        let w = [PathBuf::from("/w"), PathBuf::from("/tmp")];
+        // Landlock: EACCES with no strerror text at all.
+        let eacces = "npm error code EACCES\nnpm error syscall mkdir\nnpm error path /h/.npm\nnpm error errno -13\nnpm error   sudo chown -R 0:0 \"/h/.npm\"\n";
+        // bwrap: libuv's recursive mkdir says ENOENT on a read-only directory.
+        let enoent = "npm error code ENOENT\nnpm error syscall mkdir\nnpm error path /h/.npm\nnpm error enoent ENOENT: no such file or directory, mkdir '/h/.npm'\n";
+        for text in [eacces, enoent] {
+            assert_eq!(
+                classify(&w, Path::new("/w"), text),
+                Verdict::Ran {
+                    denied: true,
+                    paths: vec![PathBuf::from("/h/.npm")]
+                },
+                "{text}"
+            );
+        }
+        // A missing file inside the set, or one npm merely opened, is not.
+        let missing = "npm error code ENOENT\nnpm error syscall open\nnpm error path /h/package.json\nnpm error code ENOENT\nnpm error syscall mkdir\nnpm error path /w/x/y\nError: ENOENT: no such file or directory, mkdir '/tmp/a/b'\n";
+        assert_eq!(
+            classify(&w, Path::new("/w"), missing),
+            Verdict::Ran {
+                denied: false,
+                paths: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn busy_counts_only_inside_the_writable_set() {
+        let w = [PathBuf::from("/")];
+        let line = "error: could not write config file /w/.git/config: Device or resource busy\n";
+        assert_eq!(
+            classify(&w, Path::new("/w"), line),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![PathBuf::from("/w/.git/config")]
+            }
+        );
+        let w = [PathBuf::from("/w")];
+        let line = "umount: /mnt: Device or resource busy\n";
+        assert_eq!(
+            classify(&w, Path::new("/w"), line),
+            Verdict::Ran {
+                denied: false,
+                paths: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn a_relative_path_is_placed_in_the_working_directory() {
+        let w = [PathBuf::from("/nonexistent-w")];
+        assert_eq!(
+            classify(
+                &[],
+                Path::new("/etc"),
+                "sh: 1: cannot create f: Permission denied\n"
+            ),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![PathBuf::from("/etc/f")]
+            }
+        );
+        // Inside the set, a path that does not exist under a directory that
+        // does not exist: nothing refuses the caller, so it is the sandbox's
+        // (a protected path).
+        assert_eq!(
+            classify(
+                &w,
+                Path::new("/nonexistent-w"),
+                "touch: cannot touch 'g': Permission denied\n"
+            ),
+            Verdict::Ran {
+                denied: true,
+                paths: vec![PathBuf::from("/nonexistent-w/g")]
+            }
+        );
+    }
+
+    #[test]
+    fn node_lookups_name_the_host_as_unproxied() {
+        let mut s = Scanner::new(vec![], vec![]).with_network_narrowed(true);
+        s.feed(b"TypeError: fetch failed\n  [cause]: Error: getaddrinfo EAI_AGAIN ok.test\n");
+        let _ = s.verdict(Some(1));
+        assert_eq!(s.network(), (true, &["ok.test".to_owned()][..]));
+        assert_eq!(s.unproxied_hosts(), ["ok.test"]);
+        let mut s = Scanner::new(vec![], vec![]).with_network_narrowed(true);
+        s.feed(b"curl: (6) Could not resolve host: ok.test\n");
+        let _ = s.verdict(Some(6));
+        assert!(s.unproxied_hosts().is_empty());
     }
 
     #[test]

@@ -531,9 +531,11 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         Some(w) if w.status.is_some() => Scanner::new(w.denial_signatures.clone(), vec![])
             .with_runner_lines(w.backend, &w.rules)
             .with_read_denials(&w.deny_read, &launch.workdir)
+            .with_writable(&w.writable_roots, &w.read_only)
             .with_network_narrowed(w.network != NetworkMode::Allow),
         Some(w) => Scanner::new(w.denial_signatures.clone(), w.rules.clone())
             .with_read_denials(&w.deny_read, &launch.workdir)
+            .with_writable(&w.writable_roots, &w.read_only)
             .with_network_narrowed(w.network != NetworkMode::Allow),
         None => Scanner::new(vec![], vec![]),
     };
@@ -801,6 +803,13 @@ impl Running {
             file_denied,
             network_denied,
             network_denied_hosts: net_hosts.clone(),
+            unproxied_hosts: lock(&self.shared)
+                .scanner
+                .unproxied_hosts()
+                .iter()
+                .filter(|h| net_hosts.contains(h))
+                .cloned()
+                .collect(),
             gaps: w.gaps.clone(),
             after_run: after_run.clone(),
         });

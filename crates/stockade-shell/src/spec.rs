@@ -1,5 +1,5 @@
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -212,6 +212,11 @@ pub struct SandboxFacts {
     pub network_denied: bool,
     /// The hosts refused, where known.
     pub network_denied_hosts: Vec<String>,
+    /// Of those, the hosts a client looked up itself instead of asking the
+    /// proxy (Node's `fetch`): what allows them is the client's proxy
+    /// setting, not (only) the host list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unproxied_hosts: Vec<String>,
     /// What the backend did not govern on this host, so a result never
     /// reads as more confined than it was. Empty under danger-full-access,
     /// which claims to govern nothing in the first place.
@@ -260,39 +265,112 @@ impl SandboxFacts {
         out
     }
 
-    /// What a denial report says after the marker: each path the denied
-    /// lines name, then what was writable (after a refused file effect).
+    /// What a denial report says after the markers: each refused path and
+    /// how to allow it (or why it cannot be), what was writable, then how
+    /// to allow each refused host. The one text for the user's stderr and
+    /// the model alike.
     pub fn denial_details(&self) -> Vec<String> {
         self.denial_details_in(&stockade_core::files::process_env)
     }
 
     /// [`Self::denial_details`] with the toolchain groups placed by `env`.
     pub fn denial_details_in(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Vec<String> {
+        let mut out = self.file_details_in(env);
+        out.extend(self.network_details());
+        out
+    }
+
+    /// The file half of [`Self::denial_details`].
+    pub fn file_details(&self) -> Vec<String> {
+        self.file_details_in(&stockade_core::files::process_env)
+    }
+
+    /// [`Self::file_details`] with the toolchain groups placed by `env`.
+    pub fn file_details_in(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
+        let push = |out: &mut Vec<String>, line: String| {
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        };
         for p in &self.denied_paths {
-            out.push(format!("denied: {}", p.display()));
-            if let Some(secret) = self.deny_read.iter().find(|d| p.starts_with(d)) {
-                out.push(format!(
-                    "{} is on the deny-read list: nothing confined may read it",
-                    secret.display()
-                ));
+            out.push(texts::denied_path(p));
+            let hint = if let Some(secret) = self.deny_read.iter().find(|d| p.starts_with(d)) {
+                Some(texts::deny_read_hint(secret))
+            } else if let Some(why) = self.protection(p) {
+                Some(texts::protected_hint(p, why))
+            } else if self.mode == SandboxMode::ReadOnly {
+                Some(texts::READ_ONLY_MODE_HINT.to_owned())
             } else if let Some(group) = stockade_core::files::group_of(p, env) {
-                out.push(texts::group_hint(group));
+                Some(texts::group_hint(group))
+            } else {
+                match dir_to_add(p) {
+                    Some(dir) if dir.parent().is_none() => Some(texts::root_not_writable(p)),
+                    Some(dir) => Some(texts::writable_hint(&dir)),
+                    None => None,
+                }
+            };
+            if let Some(h) = hint {
+                push(&mut out, h);
             }
         }
         if self.file_denied && !self.writable_roots.is_empty() {
-            let roots: Vec<String> = self
-                .writable_roots
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            out.push(format!(
-                "writable under {}: {}",
-                self.mode,
-                roots.join(", ")
-            ));
+            out.push(texts::writable_set(self.mode, &self.writable_roots));
         }
         out
+    }
+
+    /// The network half of [`Self::denial_details`]: per refused host, how
+    /// to allow it, or (for a client that bypassed the proxy) why it could
+    /// not reach it at all.
+    pub fn network_details(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.network_denied {
+            return out;
+        }
+        for h in &self.network_denied_hosts {
+            let unproxied = self.unproxied_hosts.contains(h);
+            if !unproxied || self.network == NetworkMode::Deny {
+                out.push(texts::allow_host_hint(h, self.network));
+            }
+            if unproxied {
+                out.push(texts::unproxied_hint(h));
+            }
+        }
+        out
+    }
+
+    /// Why `p`, refused inside the writable set, is kept read-only there;
+    /// `None` outside the set (or for a path the report cannot place).
+    fn protection(&self, p: &Path) -> Option<texts::Protection> {
+        if !p.is_absolute() || !self.writable_roots.iter().any(|r| p.starts_with(r)) {
+            return None;
+        }
+        Some(if self.read_only.iter().any(|r| p.starts_with(r)) {
+            texts::Protection::ReadOnlyList
+        } else if p.components().any(|c| c.as_os_str() == ".git") {
+            texts::Protection::Git
+        } else {
+            texts::Protection::Host
+        })
+    }
+}
+
+/// The directory `--writable` would have to add for a refused `p`: `p`
+/// itself when it is a directory, else the deepest ancestor that exists
+/// (a refused file's directory; the first existing parent of a directory a
+/// command failed to create). `None` for a path the report cannot place.
+fn dir_to_add(p: &Path) -> Option<PathBuf> {
+    if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
+        return None;
+    }
+    let clean: PathBuf = p.components().collect();
+    let mut at = clean.as_path();
+    loop {
+        if std::fs::metadata(at).is_ok_and(|m| m.is_dir()) {
+            return Some(at.to_path_buf());
+        }
+        at = at.parent()?;
     }
 }
 
@@ -351,6 +429,7 @@ mod tests {
             file_denied: true,
             network_denied: false,
             network_denied_hosts: vec![],
+            unproxied_hosts: vec![],
             mode: SandboxMode::WorkspaceWrite,
             backend: Some("bwrap"),
             enforcement: Some(Enforcement::Full),
@@ -371,17 +450,108 @@ mod tests {
         let env = |n: &str| (n == "HOME").then(|| OsString::from("/h"));
         let lines = facts.denial_details_in(&env);
         assert_eq!(lines[0], "denied: /h/.ssh/id_ed25519");
-        assert!(
-            lines[1].contains("/h/.ssh") && lines[1].contains("deny-read"),
-            "{lines:?}"
-        );
+        assert_eq!(lines[1], texts::deny_read_hint(Path::new("/h/.ssh")));
+        assert!(lines[1].contains("--deny-read"), "{lines:?}");
         assert_eq!(lines[2], "denied: /h/.npm/_cacache/tmp");
         assert_eq!(lines[3], texts::group_hint("@npm"));
         assert_eq!(lines[4], "denied: /etc/passwd");
+        // The directory to add is the refused file's.
+        assert!(lines[5].contains("`--writable /etc`"), "{lines:?}");
         assert_eq!(
-            lines[5],
+            lines[6],
             "writable under workspace-write: /dev/null, /w, /h/cache"
         );
-        assert_eq!(lines.len(), 6);
+        assert_eq!(lines.len(), 7);
+        // Only the secret's line names a list; no `--writable` for it.
+        assert!(!lines[1].contains("--writable"));
+    }
+
+    fn file_facts(denied: &[&str]) -> SandboxFacts {
+        SandboxFacts {
+            network: NetworkMode::AllowListed,
+            file_denied: true,
+            network_denied: false,
+            network_denied_hosts: vec![],
+            unproxied_hosts: vec![],
+            mode: SandboxMode::WorkspaceWrite,
+            backend: Some("landlock"),
+            enforcement: Some(Enforcement::Full),
+            denied: true,
+            runner_failed: false,
+            runner_failure: None,
+            denied_paths: denied.iter().map(PathBuf::from).collect(),
+            writable_roots: vec!["/tmp".into(), "/w".into()],
+            deny_read: vec![],
+            read_only: vec!["/w/keep".into()],
+            gaps: vec![],
+            after_run: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_protected_path_says_why_and_offers_no_flag() {
+        let none = |_: &str| None;
+        for (path, why) in [
+            ("/w/.git/config", texts::Protection::Git),
+            ("/w/.git/hooks/pre-commit", texts::Protection::Git),
+            ("/w/keep/f", texts::Protection::ReadOnlyList),
+            ("/w/.envrc", texts::Protection::Host),
+        ] {
+            let lines = file_facts(&[path]).file_details_in(&none);
+            assert_eq!(
+                lines[1],
+                texts::protected_hint(Path::new(path), why),
+                "{lines:?}"
+            );
+            assert!(
+                lines.iter().all(|l| !l.contains("`--writable ")),
+                "{lines:?}"
+            );
+        }
+        // Outside the set: the directory to add, said once for two files.
+        let lines =
+            file_facts(&["/etc/a", "/etc/b", "/nonexistent-dir/x/y"]).file_details_in(&none);
+        let hints: Vec<&String> = lines.iter().filter(|l| l.contains("--writable")).collect();
+        assert_eq!(hints.len(), 1, "{lines:?}");
+        assert!(hints[0].contains("`--writable /etc`"), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| *l == texts::root_not_writable(Path::new("/nonexistent-dir/x/y"))),
+            "{lines:?}"
+        );
+        // Under read-only no extra root applies: the mode is what to change.
+        let mut f = file_facts(&["/etc/a", "/etc/b"]);
+        f.mode = SandboxMode::ReadOnly;
+        let lines = f.file_details_in(&none);
+        let said = lines.iter().filter(|l| *l == texts::READ_ONLY_MODE_HINT);
+        assert_eq!(said.count(), 1, "{lines:?}");
+    }
+
+    #[test]
+    fn a_refused_host_says_how_to_allow_it() {
+        let mut f = file_facts(&[]);
+        f.file_denied = false;
+        f.network_denied = true;
+        f.network_denied_hosts = vec!["a.test".into(), "b.test".into()];
+        f.unproxied_hosts = vec!["b.test".into()];
+        let lines = f.network_details();
+        assert!(lines[0].contains("`--allow-host a.test`"), "{lines:?}");
+        assert!(lines[0].contains("allowed_hosts"), "{lines:?}");
+        // A host Node looked up itself: its proxy setting, not the list.
+        assert_eq!(lines[1], texts::unproxied_hint("b.test"));
+        assert!(lines[1].contains("NODE_USE_ENV_PROXY=1"), "{lines:?}");
+        assert_eq!(lines.len(), 2);
+        f.network = NetworkMode::Deny;
+        let lines = f.network_details();
+        assert!(
+            lines[0].contains("--network allow-listed --allow-host a.test"),
+            "{lines:?}"
+        );
+        assert!(lines[1].contains("--allow-host b.test"), "{lines:?}");
+        assert_eq!(lines[2], texts::unproxied_hint("b.test"));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        f.network_denied = false;
+        assert!(f.network_details().is_empty());
     }
 }

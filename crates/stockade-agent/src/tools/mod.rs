@@ -24,7 +24,7 @@ pub(crate) fn render(r: &ShellResult, escalation_offered: bool, granted: Grant) 
             }
             if f.file_denied {
                 let _ = writeln!(out, "{}", texts::DENIAL_INSTRUCTION);
-                for line in f.denial_details() {
+                for line in f.file_details() {
                     let _ = writeln!(out, "{line}");
                 }
                 // A granted retry was the one retry: still denied, it is
@@ -40,6 +40,9 @@ pub(crate) fn render(r: &ShellResult, escalation_offered: bool, granted: Grant) 
                     && let Some(hint) = network_texts::escalation_hint(f.network)
                 {
                     let _ = writeln!(out, "{hint}");
+                }
+                for line in f.network_details() {
+                    let _ = writeln!(out, "{line}");
                 }
             }
         }
@@ -130,6 +133,7 @@ mod tests {
                 file_denied: file,
                 network_denied: network.is_some(),
                 network_denied_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+                unproxied_hosts: vec![],
                 gaps: vec![],
                 after_run: Default::default(),
             }),
