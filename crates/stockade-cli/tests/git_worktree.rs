@@ -436,3 +436,92 @@ fn a_directory_holding_a_protected_path_cannot_be_renamed_away() {
         }
     }
 }
+
+/// git writes `SQUASH_MSG`, `COMMIT_EDITMSG` and the reflogs through a
+/// symlink in their place, and those names stay writable: a run that left
+/// `SQUASH_MSG -> ~/.bashrc` and a branch whose message is a command had
+/// the user's next `git merge --squash` write that command into it. Every
+/// new symlink in a git directory the run could write (the main
+/// repository's, granted to a linked worktree; a workspace's own `.git`) is
+/// set aside once the run ends, so the user's git writes its own files.
+#[test]
+fn a_symlink_left_where_git_writes_is_set_aside() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            for from_linked in [true, false] {
+                let home = owned_dir(&base, "home-", who);
+                let l = Layout::new(&base, who, home.path());
+                let c = l.common();
+                let (ws, own) = if from_linked {
+                    (&l.wt, c.join("worktrees/wt"))
+                } else {
+                    (&l.main, c.clone())
+                };
+                let victim = home.path().join("victim-rc");
+                fs::write(&victim, "# the user's rc\n").unwrap();
+                who.own(&victim);
+                let marker = home.path().join("planted-ran");
+                let planted = [
+                    c.join("SQUASH_MSG"),
+                    c.join("logs/HEAD"),
+                    own.join("COMMIT_EDITMSG"),
+                    own.join("logs/HEAD"),
+                ];
+                let links: Vec<String> = planted
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "rm -f {p} && ln -s {v} {p}",
+                            p = p.display(),
+                            v = victim.display()
+                        )
+                    })
+                    .collect();
+                let script = format!(
+                    "set -e; {G}; b=$(g rev-parse --abbrev-ref HEAD); \
+                     g checkout -qb side; g commit -q --allow-empty -m 'touch {m}'; \
+                     g checkout -q \"$b\"; {links}; echo planted",
+                    m = marker.display(),
+                    links = links.join("; "),
+                );
+                let out = exec(who, home.path(), None, backend, ws, &[], &script);
+                assert!(
+                    text(&out.stdout).contains("planted"),
+                    "{who:?} {backend} linked={from_linked}: {}",
+                    text(&out.stderr)
+                );
+                for p in &planted {
+                    assert!(
+                        !fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()),
+                        "{who:?} {backend} linked={from_linked}: {} is still a link",
+                        p.display()
+                    );
+                }
+                // The user's own git, unconfined, in both checkouts.
+                ok(&user_git(
+                    who,
+                    home.path(),
+                    None,
+                    &l.main,
+                    &["merge", "-q", "--squash", "side"],
+                ));
+                for dir in [&l.main, &l.wt] {
+                    ok(&user_git(
+                        who,
+                        home.path(),
+                        None,
+                        dir,
+                        &["commit", "-q", "--allow-empty", "-m", "echo user"],
+                    ));
+                }
+                assert_eq!(
+                    fs::read_to_string(&victim).unwrap(),
+                    "# the user's rc\n",
+                    "{who:?} {backend} linked={from_linked}: git wrote through a planted link"
+                );
+                assert!(!marker.exists());
+            }
+        }
+    }
+}

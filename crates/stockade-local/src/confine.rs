@@ -289,6 +289,9 @@ mod audit {
                         reason: match a.kind {
                             ActionKind::ProtectedName => QuarantineReason::ProtectedName,
                             ActionKind::NestedRepository => QuarantineReason::NestedRepository,
+                            // A name git writes, which the run turned into
+                            // a link: the closest of the result's reasons.
+                            ActionKind::GitDirSymlink => QuarantineReason::ProtectedName,
                         },
                     })
                     .collect(),

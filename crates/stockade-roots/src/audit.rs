@@ -16,6 +16,10 @@
 //! (`<name>.stockade-quarantine-<run>`): nothing is lost, and nothing the
 //! host picks up by name is left.
 //!
+//! A symlink the run left in a git directory it could write, where git
+//! writes through it (`SQUASH_MSG -> ~/.bashrc`), is set aside the same way
+//! (see `gitdir_links`).
+//!
 //! Every step after the run walks from a directory held open before it,
 //! one component at a time, without following a symlink: the run may have
 //! put one in place of any directory.
@@ -49,6 +53,9 @@ pub enum ActionKind {
     ProtectedName,
     /// The `.git` of a gitlink the run made, replaced or reconfigured.
     NestedRepository,
+    /// A symlink the run left where git writes in a git directory
+    /// (`SQUASH_MSG -> ~/.bashrc`): git would write through it.
+    GitDirSymlink,
 }
 
 /// One entry renamed aside.
@@ -136,6 +143,8 @@ pub struct Snapshot {
     writable: Vec<PathBuf>,
     names: Vec<Name>,
     repo: Option<Repo>,
+    /// The git directories the run may write, watched for symlinks.
+    git_dirs: Vec<crate::gitdir_links::Watch>,
     /// What could not be looked at before the run (reported after it).
     before_errors: Vec<String>,
 }
@@ -178,11 +187,19 @@ impl Snapshot {
                 None
             }
         };
+        let mut git_dirs = Vec::new();
+        for dir in writable_git_dirs(workspace, &writable) {
+            match crate::gitdir_links::Watch::take(&dir) {
+                Ok(w) => git_dirs.push(w),
+                Err(e) => before_errors.push(format!("before the run: {}: {e}", dir.display())),
+            }
+        }
         Self {
             run: run_id(),
             writable,
             names,
             repo,
+            git_dirs,
             before_errors,
         }
     }
@@ -197,8 +214,65 @@ impl Snapshot {
         if let Some(repo) = &self.repo {
             repo.audit(&self.run, &self.writable, &mut report);
         }
+        for w in &self.git_dirs {
+            let found = w.audit(|dir, name| quarantine(dir, name, &self.run));
+            report
+                .actions
+                .extend(found.moved.into_iter().map(|(path, moved_to)| Action {
+                    path,
+                    moved_to,
+                    kind: ActionKind::GitDirSymlink,
+                }));
+            report.unchecked.extend(
+                found
+                    .errors
+                    .into_iter()
+                    .map(|(path, source)| AuditError::Io { path, source }),
+            );
+        }
         (report, self.before_errors.clone())
     }
+}
+
+/// The git directories of the workspace's repository that lie in a writable
+/// root: its own, its common directory, and (from there) each linked
+/// worktree's. Found as `git_protected` finds them; another user's `.git`
+/// above the workspace is not this repository.
+fn writable_git_dirs(workspace: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let Some((top, dotgit)) = crate::protect::find_dotgit(workspace) else {
+        return Vec::new();
+    };
+    let Ok(meta) = std::fs::symlink_metadata(&dotgit) else {
+        return Vec::new();
+    };
+    if top != workspace && std::fs::metadata(workspace).map(|m| m.uid()).ok() != Some(meta.uid()) {
+        return Vec::new();
+    }
+    let gitdir = if meta.is_file() {
+        match crate::protect::read_gitdir_file(&dotgit, &top) {
+            Some(g) => g,
+            None => return Vec::new(),
+        }
+    } else if meta.is_dir() {
+        dotgit
+    } else {
+        return Vec::new();
+    };
+    let mut dirs = vec![gitdir.clone()];
+    if let Some(common) = crate::protect::common_dir(&gitdir) {
+        dirs.push(common);
+    }
+    let common = dirs.last().cloned().unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
+        for e in entries.flatten().take(256) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) && !dirs.contains(&e.path()) {
+                dirs.push(e.path());
+            }
+        }
+    }
+    dirs.retain(|d| crate::beneath(d, writable).is_some());
+    dirs
 }
 
 /// `$HOME` as absolute and resolved (roots are resolved), if set.

@@ -23,6 +23,8 @@ mod extra;
 #[cfg(unix)]
 mod gitconfig;
 #[cfg(unix)]
+mod gitdir_links;
+#[cfg(unix)]
 pub mod gitindex;
 #[cfg(unix)]
 mod protect;

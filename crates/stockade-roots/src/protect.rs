@@ -399,7 +399,7 @@ pub(crate) fn linked_protected(
 
 /// The common directory a linked worktree's git directory names in
 /// `commondir`, when that is another directory.
-fn common_dir(gitdir: &Path) -> Option<PathBuf> {
+pub(crate) fn common_dir(gitdir: &Path) -> Option<PathBuf> {
     let common = bounded_text(&gitdir.join("commondir"))?;
     let c = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
     (c != gitdir).then_some(c)
@@ -631,7 +631,7 @@ pub(crate) fn bounded_text_bytes(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// `gitdir: <path>` of a `.git` file, relative to the directory holding it.
-fn read_gitdir_file(dotgit: &Path, top: &Path) -> Option<PathBuf> {
+pub(crate) fn read_gitdir_file(dotgit: &Path, top: &Path) -> Option<PathBuf> {
     let text = bounded_text(dotgit)?;
     let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?;
     let target = top.join(line.trim());
