@@ -31,9 +31,9 @@
 //! common directory: a new `worktrees/<x>` naming another checkout back
 //! would have that checkout granted the same directory, with the same
 //! carve-outs); a symlink in place of a protected name outside a git
-//! directory can be replaced; a symlink a run leaves inside `logs/` or
-//! `refs/` is followed by the user's later git (a reflog append lands in
-//! what it names), as for a `.git` inside the workspace.
+//! directory can be replaced. A symlink a run leaves where git writes
+//! (`SQUASH_MSG`, a reflog: git writes through it) is set aside after the
+//! run (`gitdir_links`).
 
 use std::ffi::OsStr;
 use std::fs::File;
