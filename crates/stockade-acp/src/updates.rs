@@ -309,7 +309,12 @@ pub(crate) fn replay(records: &[Record], cwd: &Path, in_flight: bool) -> Vec<Ses
             Event::Message { .. } | Event::UserImage { .. } | Event::AssistantToolCalls { .. } => {
                 close(&mut pending, &mut out);
             }
-            Event::ToolResult { call_id, .. } => pending.retain(|id| *id != call_id.as_str()),
+            // One result answers one call, as in the fold.
+            Event::ToolResult { call_id, .. } => {
+                if let Some(i) = pending.iter().position(|id| *id == call_id.as_str()) {
+                    pending.remove(i);
+                }
+            }
             _ => {}
         }
         match &r.event {
@@ -482,6 +487,55 @@ mod tests {
                 "c Completed"
             ]
         );
+    }
+
+    proptest::proptest! {
+        /// The editor is shown a call as stopped exactly where the model is
+        /// given its interrupted result, in the same order, whatever the
+        /// log holds (repeated ids, results for no call, knob events).
+        #[test]
+        fn the_editor_and_the_model_agree_on_which_calls_were_cut_short(
+            steps in proptest::collection::vec((0u8..5, proptest::collection::vec(0u8..4, 0..4)), 0..24)
+        ) {
+            let events: Vec<Event> = steps
+                .iter()
+                .map(|(kind, ids)| {
+                    let ids: Vec<String> = ids.iter().map(|i| format!("c{i}")).collect();
+                    let first = ids.first().cloned().unwrap_or_else(|| "c0".into());
+                    match kind {
+                        0 => user("go"),
+                        1 => calls(&ids.iter().map(String::as_str).collect::<Vec<_>>()),
+                        2 | 3 => result(&first),
+                        _ => Event::SandboxMode {
+                            mode: stockade_core::SandboxMode::ReadOnly,
+                            source: stockade_session::KnobSource::User,
+                        },
+                    }
+                })
+                .collect();
+            let records = records(events);
+            let model: Vec<String> = stockade_session::conversation(&records)
+                .into_iter()
+                .filter_map(|e| match e {
+                    std::borrow::Cow::Owned(Event::ToolResult { call_id, .. }) => Some(call_id),
+                    _ => None,
+                })
+                .collect();
+            let editor: Vec<String> = replay(&records, Path::new("/w"), false)
+                .into_iter()
+                .filter_map(|u| match u {
+                    SessionUpdate::ToolCallUpdate(u)
+                        if serde_json::to_string(&u.fields.content)
+                            .unwrap()
+                            .contains(STOPPED_MID_CALL) =>
+                    {
+                        Some(u.tool_call_id.0.to_string())
+                    }
+                    _ => None,
+                })
+                .collect();
+            proptest::prop_assert_eq!(editor, model);
+        }
     }
 
     #[test]
