@@ -94,6 +94,30 @@ fn a_write_outside_names_the_directory_to_add() {
                 lines.contains(&format!("denied: {}", file.display())),
                 "{who:?} {backend}: {lines:?}"
             );
+            // A directory only root may write: for anyone else no root
+            // would help, and the report says so instead of offering one.
+            let roots_dir = owned_dir(&base, "roots-", Who::Me);
+            let theirs = run(
+                who,
+                home.path(),
+                backend,
+                ws.path(),
+                &[],
+                &[],
+                &format!("echo x > '{}/f'", roots_dir.path().display()),
+            );
+            let lines = hints(&theirs);
+            let offer = format!("`--writable {}`", roots_dir.path().display());
+            let offered = lines.iter().any(|l| l.contains(&offer));
+            let declined = lines.iter().any(|l| {
+                l.starts_with(&roots_dir.path().display().to_string())
+                    && l.contains("would not help")
+            });
+            assert_eq!(
+                (offered, declined),
+                (who == Who::Me, who == Who::Nobody),
+                "{who:?} {backend}: {lines:?}"
+            );
             // The hint is the one that works.
             let dir = out_dir.path().as_os_str().to_str().unwrap();
             let allowed = run(

@@ -39,6 +39,16 @@ pub fn writable_hint(dir: &Path) -> String {
     )
 }
 
+/// A write refused outside the writable set in a directory whose own
+/// permissions refuse the user too, so no root would help.
+pub fn not_writable_by_you(dir: &Path) -> String {
+    format!(
+        "{} is outside the writable set, and its own permissions do not let this user write there either: `{}` would not help",
+        dir.display(),
+        ListKind::WritableRoots.flag()
+    )
+}
+
 /// A write refused under read-only mode, where no extra root applies.
 pub const READ_ONLY_MODE_HINT: &str = "nothing is writable under read-only mode: allow writes with `--mode workspace-write` (the workspace and temp directories; `--writable DIR` adds another), `[policy] mode` for `stockade acp`";
 
@@ -219,7 +229,7 @@ pub fn deny_read_beneath_line(
         DenyReadBeneath::Mounts => {
             "enforced: bwrap mounts an empty mode-0000 stand-in over each".to_owned()
         }
-        DenyReadBeneath::Supervisor => "enforced: landlock's supervisor refuses each read of them (a file created beside them during the run cannot be executed)".to_owned(),
+        DenyReadBeneath::Supervisor => "enforced: landlock's supervisor refuses each read of them (a program the run creates in a new entry of a directory holding one reads but cannot be executed)".to_owned(),
         DenyReadBeneath::NotEnforced { backend, why } => {
             format!("NOT enforced under {backend}: {why}")
         }

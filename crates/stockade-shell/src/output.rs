@@ -323,7 +323,7 @@ const ENOENT_MKDIR: &str = "ENOENT: no such file or directory, mkdir ";
 /// the capability to override them: a confined root has none (Landlock's
 /// runner drops them), so root meets a mode-000 file like anyone.
 #[cfg(unix)]
-fn caller_may_use(p: &Path) -> bool {
+pub(crate) fn caller_may_use(p: &Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
@@ -359,7 +359,7 @@ fn caller_may_use(p: &Path) -> bool {
 
 /// Elsewhere the sandbox's own refusals cannot be told from the caller's.
 #[cfg(not(unix))]
-fn caller_may_use(_: &Path) -> bool {
+pub(crate) fn caller_may_use(_: &Path) -> bool {
     true
 }
 

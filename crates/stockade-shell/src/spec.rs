@@ -306,6 +306,10 @@ impl SandboxFacts {
             } else {
                 match dir_to_add(p) {
                     Some(dir) if dir.parent().is_none() => Some(texts::root_not_writable(p)),
+                    // Granting it would not help: the mode bits refuse too.
+                    Some(dir) if !crate::output::caller_may_use(&dir) => {
+                        Some(texts::not_writable_by_you(&dir))
+                    }
                     Some(dir) => Some(texts::writable_hint(&dir)),
                     None => None,
                 }
