@@ -54,7 +54,7 @@ mod linux {
     use stockade_core::status::{RunnerStatus, STARTED};
 
     const FAILURE: i32 = 125;
-    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] -- ARGV...";
+    const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] [--ctty] -- ARGV...";
     const PARTIAL: &str = "landlock-run: partial enforcement (older Landlock ABI)";
     /// The newest set of filesystem rights we grant with `--ro`/`--rw`. V9's
     /// ResolveUnix is not among them on purpose: it is handled on its own
@@ -132,6 +132,11 @@ mod linux {
         no_supervise: bool,
         /// `--die-with-parent` (run mode): see `die_with_parent`.
         die_with_parent: bool,
+        /// `--ctty` (run and close-fds modes): the command leads a session
+        /// of its own whose controlling terminal is its stdin, a
+        /// pseudo-terminal the caller allocated for this run (see
+        /// `take_terminal`).
+        ctty: bool,
         /// `--deny-read`: absolute paths a `--ro PATH` grant above them
         /// must not reach (see `read_except`).
         deny_read: Vec<PathBuf>,
@@ -222,7 +227,7 @@ mod linux {
                 }
             }
             Some(b"--close-fds") => {
-                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:PATH, --net-private and -- ARGV";
+                let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:PATH, --net-private, --ctty and -- ARGV";
                 let allowed: [&[u8]; 4] = [
                     b"--status-fd",
                     b"--allow-socket",
@@ -267,6 +272,11 @@ mod linux {
                 }
                 b"--die-with-parent" if only == RUN_MODE => {
                     opts.die_with_parent = true;
+                    i += 1;
+                    continue;
+                }
+                b"--ctty" if only == RUN_MODE || allowed.contains(&&b"--net-bridge"[..]) => {
+                    opts.ctty = true;
                     i += 1;
                     continue;
                 }
@@ -1207,7 +1217,11 @@ mod linux {
     ///
     /// `keep_group`: stay in the caller's process group (a supervised
     /// command, so that the caller's group kill still reaches it).
-    fn detach_terminal(keep_group: bool) {
+    fn detach_terminal(keep_group: bool, ctty: bool) {
+        if ctty {
+            take_terminal();
+            return;
+        }
         if !keep_group {
             match setsid() {
                 Ok(_) => return,
@@ -1249,6 +1263,27 @@ mod linux {
         }
     }
 
+    /// `--ctty`: a session of our own (bwrap's `--new-session` may have made
+    /// us its leader already) whose controlling terminal is stdin, which the
+    /// caller allocated for this run and copies to its own terminal. Called
+    /// once capabilities are dropped, so TIOCSCTTY (argument 0) can never
+    /// steal a terminal that is another session's, the caller's included:
+    /// the kernel refuses that with EPERM. Job control, `/dev/tty` and
+    /// TIOCSTI then reach only this run's own terminal.
+    fn take_terminal() {
+        let leader = getsid(None).ok() == Some(getpid());
+        if !leader {
+            setsid().or_fail("--ctty: setsid");
+        }
+        let stdin = std::io::stdin();
+        if !rustix::termios::isatty(&stdin) {
+            fail("--ctty: stdin is not a terminal");
+        }
+        rustix::process::ioctl_tiocsctty(&stdin).or_fail(
+            "--ctty: cannot make stdin the controlling terminal (it is another session's)",
+        );
+    }
+
     /// Privileges and terminal first (so /dev/tty is still openable), then the
     /// ruleset, then the seccomp filter (no_new_privs is set by then); returns
     /// the effective ABI.
@@ -1257,9 +1292,10 @@ mod linux {
         rules: Vec<PathBeneath<OwnedFd>>,
         sockets: Vec<OwnedFd>,
         keep_group: bool,
+        ctty: bool,
     ) -> ABI {
         drop_capabilities();
-        detach_terminal(keep_group);
+        detach_terminal(keep_group, ctty);
         let abi = restrict(plan, Some(rules), sockets);
         isolate(plan);
         abi
@@ -1391,6 +1427,24 @@ mod linux {
         if reads_served {
             crate::syscalls::govern_reads();
         }
+        if opts.ctty {
+            // The run's own terminal, by the inode stdin holds: reopened by
+            // name, written and configured (ioctl) like any terminal; the
+            // supervisor, which performs writable opens, reopens exactly
+            // this inode. `take_terminal` fails the run unless it is no
+            // other session's.
+            let stdin = rustix::io::fcntl_dupfd_cloexec(std::io::stdin(), 3)
+                .or_fail("--ctty: cannot duplicate stdin");
+            keep(&stdin, true);
+            rules.push(grant_rule(stdin, true, "--ctty: stdin"));
+            // `/dev/tty` is the opener's controlling terminal: for the
+            // command, this same terminal. Landlock's rule only, never a
+            // writable grant of the supervisor's, whose own `/dev/tty` is
+            // the caller's terminal: it opens the command's terminal for it
+            // instead (`Fence::own_terminal`).
+            let tty = open_path(Path::new("/dev/tty"), "--ctty: /dev/tty");
+            rules.push(grant_rule(tty, true, "--ctty: /dev/tty"));
+        }
         for p in &opts.protect {
             if let Grant::Path(path) = p {
                 protect.push(open_path(path, "protected path"));
@@ -1419,6 +1473,12 @@ mod linux {
             .deny_read(&denied.objects)
             .unwrap_or_else(|why| fail(why));
         fence.allow_listen(&plan.listen);
+        if opts.ctty {
+            fence.own_terminal(
+                rustix::io::fcntl_dupfd_cloexec(std::io::stdin(), 3)
+                    .or_fail("--ctty: cannot duplicate stdin"),
+            );
+        }
         fence.allow_connect(crate::supervise::ConnectRules {
             proxy_port: match plan.net {
                 Net::Port(port) => Some(port),
@@ -1431,12 +1491,12 @@ mod linux {
         });
         drop(writable);
         drop(protect);
-        let (env, argv) = (opts.env.clone(), argv.to_vec());
+        let (env, argv, ctty) = (opts.env.clone(), argv.to_vec(), opts.ctty);
         crate::supervise::run(
             fence,
             crate::supervise::Launcher {
                 confine: Box::new(move || {
-                    if confine(&plan, rules, sockets, true) < ABI::V3 {
+                    if confine(&plan, rules, sockets, true, ctty) < ABI::V3 {
                         eprintln!("{PARTIAL}");
                     }
                 }),
@@ -1539,7 +1599,7 @@ mod linux {
     ) -> ! {
         // Below ABI 3 truncate(2) is not handled: files outside the grants can
         // still be truncated. Informational only; the caller decides.
-        if confine(&plan, rules, sockets, false) < ABI::V3 {
+        if confine(&plan, rules, sockets, false, opts.ctty) < ABI::V3 {
             eprintln!("{PARTIAL}");
         }
         exec(argv, &opts.env)
@@ -1561,6 +1621,11 @@ mod linux {
         let sockets = open_sockets(&opts.sockets);
         let mut plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));
         plan.net = opts.net;
+        // bwrap dropped every capability and (`--new-session`) made us the
+        // leader of a session without a terminal.
+        if opts.ctty {
+            take_terminal();
+        }
         if plan.scoped || plan.resolve_unix {
             restrict(&plan, None, sockets);
         }
@@ -1688,7 +1753,7 @@ mod linux {
         // The whole confinement, socket isolation included: the probe vouches
         // for what a run does.
         let plan = plan(kernel_abi(), false).unwrap_or_else(|why| fail(why));
-        let abi = confine(&plan, rules, Vec::new(), false);
+        let abi = confine(&plan, rules, Vec::new(), false, false);
         let create = |p: PathBuf| OpenOptions::new().write(true).create_new(true).open(p);
         create(dir.join("inside/ok")).or_fail("the allowed write was refused");
         match create(dir.join("outside/escape")) {

@@ -215,6 +215,8 @@ pub struct Fence {
     listen_ports: Vec<u16>,
     /// Where a governed connect may go (see `allow_connect`).
     connect: ConnectRules,
+    /// `--ctty`: the command's own terminal (see `own_terminal`).
+    terminal: Option<OwnedFd>,
 }
 
 /// What a governed connect(2) may reach.
@@ -383,6 +385,23 @@ impl Fence {
     /// Where a governed connect may go.
     pub fn allow_connect(&mut self, rules: ConnectRules) {
         self.connect = rules;
+    }
+
+    /// `--ctty`: `terminal` is the command's controlling terminal. A
+    /// writable open of `/dev/tty` means that terminal to the kernel, but
+    /// performed here it would open ours (the caller's): it opens
+    /// `terminal` instead.
+    pub fn own_terminal(&mut self, terminal: OwnedFd) {
+        self.terminal = Some(terminal);
+    }
+
+    /// The command's terminal, when `obj` is `/dev/tty` (character device
+    /// 5:0) and the run has one.
+    fn controlling_terminal(&self, obj: &Obj) -> Option<BorrowedFd<'_>> {
+        let tty = kind(&obj.st) == FileType::CharacterDevice
+            && rustix::fs::major(obj.st.st_rdev) == 5
+            && rustix::fs::minor(obj.st.st_rdev) == 0;
+        self.terminal.as_ref().filter(|_| tty).map(|t| t.as_fd())
     }
 
     /// listen(2) on the child's socket `fd`, performed here on the same
@@ -999,11 +1018,14 @@ impl Fence {
                 if obj.is_symlink() {
                     return Err(Errno::LOOP);
                 }
+                let reopen = base - OFlags::CREATE - OFlags::EXCL - OFlags::NOFOLLOW;
+                if let Some(tty) = self.controlling_terminal(&obj) {
+                    return fs::open(proc_fd_path(tty), reopen, Mode::empty());
+                }
                 self.require(&obj, entry.parent.as_ref().map(|p| p.as_fd()), true)?;
                 if create {
                     self.may_open_existing_with_create(&obj, entry.parent.as_ref())?;
                 }
-                let reopen = base - OFlags::CREATE - OFlags::EXCL - OFlags::NOFOLLOW;
                 return fs::open(obj.proc_path(), reopen, Mode::empty());
             }
             if !create {

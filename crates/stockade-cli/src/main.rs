@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod deny_read;
+mod terminal;
 mod tree;
 
 use anyhow::Context;
@@ -190,7 +191,12 @@ fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 /// signal's number. The child may sit in a session of its own (the Landlock
 /// launcher detaches from the terminal), so it would not see the terminal's
 /// signal: dropping the run kills its process group instead.
-async fn interrupted() -> i32 {
+///
+/// `interrupt`: whether SIGINT stops the run. On a terminal of its own the
+/// command gets Ctrl-C as a byte (ours is raw) and its terminal signals its
+/// own foreground job; a SIGINT sent to us is then ignored, never left to
+/// kill us with the caller's terminal raw.
+async fn interrupted(interrupt: bool) -> i32 {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -201,7 +207,9 @@ async fn interrupted() -> i32 {
         ];
         let mut streams = Vec::new();
         for (kind, n) in kinds {
-            if let Ok(s) = signal(kind) {
+            if let Ok(s) = signal(kind)
+                && (n != 2 || interrupt)
+            {
                 streams.push((s, n));
             }
         }
@@ -219,6 +227,8 @@ async fn interrupted() -> i32 {
     }
     #[cfg(not(unix))]
     {
+        // No terminal of its own here: Ctrl-C always stops the run.
+        let _ = interrupt;
         let _ = tokio::signal::ctrl_c().await;
         2
     }
@@ -258,10 +268,14 @@ async fn run_once(
     // The command runs in the terminal's foreground with us, so it can read
     // the terminal; cancellation still kills its group.
     request.own_process_group = false;
+    // At a terminal the command gets one of its own; ours is raw until the
+    // session is dropped, on every way out of this function.
+    let session = (!args.json).then(terminal::Session::start).flatten();
+    request.terminal = session.as_ref().map(|s| s.terminal().clone());
     let run = exec.run(exec.resolve(request));
     let result = match tokio::select! {
         r = run => Ok(r),
-        sig = interrupted() => Err(sig),
+        sig = interrupted(session.is_none()) => Err(sig),
     } {
         Ok(r) => r,
         Err(sig) => {
@@ -275,6 +289,8 @@ async fn run_once(
     // what a runner leaves none of, danger-full-access and an unsupervised
     // run leave to us as their orphans.
     tree::kill_descendants();
+    // Ours again before anything of ours is printed.
+    drop(session);
     // A deny-read path beneath a writable root: whether this run enforced
     // it, once per run, in every output mode (JSON carries it too).
     if let Ok(r) = &result

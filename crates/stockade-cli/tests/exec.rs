@@ -492,10 +492,9 @@ fn probe_reports_both_backends() {
 /// Run `stockade ARGS` under a real pseudo-terminal (util-linux `script`),
 /// typing `answer` at it.
 fn under_pty(s: &Scratch, args: &str, answer: &str) -> Output {
-    use std::io::Write;
     use std::process::Stdio;
     let cmd = format!("{} {args}", env!("CARGO_BIN_EXE_stockade"));
-    let mut child = Command::new("script")
+    let child = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .env("XDG_RUNTIME_DIR", s.dir.path())
         .current_dir(&s.ws)
@@ -504,13 +503,33 @@ fn under_pty(s: &Scratch, args: &str, answer: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(answer.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    answer_when_asked(child, answer)
+}
+
+/// What `script` running stockade printed, with `answer` typed once the
+/// question shows: typed ahead, it would reach the command, which owns the
+/// terminal while it runs.
+fn answer_when_asked(mut child: std::process::Child, answer: &str) -> std::process::Output {
+    use std::io::{Read, Write};
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let (mut all, mut buf) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n @ 1..) = stdout.read(&mut buf) {
+            all.extend_from_slice(&buf[..n]);
+            let _ = tx.send(String::from_utf8_lossy(&all).contains("[y/N]"));
+        }
+        all
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    // Until the question shows, the output ends, or a minute passes.
+    while let Ok(false) = rx.recv_timeout(std::time::Duration::from_secs(60)) {}
+    let _ = stdin.write_all(answer.as_bytes());
+    drop(stdin);
+    let stdout = reader.join().unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    out.stdout = stdout;
+    out
 }
 
 #[test]

@@ -1,0 +1,194 @@
+//! The caller's terminal while the command runs on a terminal of its own.
+//!
+//! When stdin, stdout and stderr are terminals and we are the terminal's
+//! foreground job, the command gets a pseudo-terminal (`stockade_shell::
+//! Terminal`) of the caller's size: the caller's terminal goes raw, so every
+//! keystroke (Ctrl-C and Ctrl-Z included, as bytes) reaches the command's
+//! terminal, whose line discipline signals the command's own foreground job;
+//! a resize is copied over on SIGWINCH. The executor copies what the
+//! command shows to stdout and scans it for denials.
+//!
+//! The caller's settings come back when the [`Session`] is dropped, which
+//! every way out of a run does: the command's exit, whatever killed it, a
+//! start failure, and SIGTERM or SIGHUP to us (the run is dropped and so is
+//! the session; see `interrupted`). Only a SIGKILL of stockade itself
+//! leaves the terminal raw (`stty sane` or `reset` restores it).
+
+#[cfg(target_os = "linux")]
+pub(crate) use imp::Session;
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) use other::Session;
+
+#[cfg(target_os = "linux")]
+mod imp {
+    use std::io::{PipeReader, PipeWriter};
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+    use rustix::event::{PollFd, PollFlags, poll};
+    use rustix::io::Errno;
+    use rustix::termios::{OptionalActions, Termios, tcgetattr, tcsetattr};
+    use stockade_shell::Terminal;
+
+    pub(crate) struct Session {
+        terminal: Terminal,
+        /// The caller's settings, put back on drop.
+        saved: Termios,
+        /// Dropped to stop the keystroke copier (its poll sees the hangup).
+        stop: Option<PipeWriter>,
+        keys: Option<std::thread::JoinHandle<()>>,
+        resize: Option<tokio::task::JoinHandle<()>>,
+    }
+
+    impl Session {
+        /// A terminal for the command, or `None` when this is no
+        /// interactive terminal of ours (a pipe, a file, a background job)
+        /// or one cannot be had (the command then inherits ours as before).
+        /// Must be called within the runtime (the resize watcher).
+        pub(crate) fn start() -> Option<Self> {
+            let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+            let all = rustix::termios::isatty(&stdin)
+                && rustix::termios::isatty(&stdout)
+                && rustix::termios::isatty(std::io::stderr());
+            // A background job must not take the terminal's settings (and
+            // would be stopped by SIGTTOU for trying).
+            if !all || rustix::termios::tcgetpgrp(&stdin).ok() != Some(rustix::process::getpgrp()) {
+                return None;
+            }
+            let saved = tcgetattr(&stdin).ok()?;
+            let terminal = Terminal::open().ok()?;
+            copy_size(&terminal);
+            let (stop_rx, stop) = std::io::pipe().ok()?;
+            let master = terminal.master().try_clone_to_owned().ok()?;
+            let mut raw = saved.clone();
+            raw.make_raw();
+            tcsetattr(&stdin, OptionalActions::Now, &raw).ok()?;
+            // From here on `drop` restores the settings.
+            let mut session = Self {
+                terminal,
+                saved,
+                stop: Some(stop),
+                keys: None,
+                resize: None,
+            };
+            session.keys = std::thread::Builder::new()
+                .name("keystrokes".into())
+                .spawn(move || copy_keys(&master, &stop_rx))
+                .ok();
+            session.keys.as_ref()?;
+            let watched = session.terminal.clone();
+            if let Ok(mut winch) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+            {
+                session.resize = Some(tokio::spawn(async move {
+                    while winch.recv().await.is_some() {
+                        copy_size(&watched);
+                    }
+                }));
+            }
+            Some(session)
+        }
+
+        pub(crate) fn terminal(&self) -> &Terminal {
+            &self.terminal
+        }
+    }
+
+    impl Drop for Session {
+        fn drop(&mut self) {
+            if let Some(r) = self.resize.take() {
+                r.abort();
+            }
+            drop(self.stop.take());
+            if let Some(k) = self.keys.take() {
+                let _ = k.join();
+            }
+            // Nothing is left to say if this fails: the terminal is gone.
+            let _ = tcsetattr(std::io::stdin(), OptionalActions::Now, &self.saved);
+        }
+    }
+
+    /// The caller's window size onto the command's terminal.
+    fn copy_size(terminal: &Terminal) {
+        if let Ok(size) = rustix::termios::tcgetwinsize(std::io::stdout()) {
+            let _ = terminal.set_size(size);
+        }
+    }
+
+    /// Copies what the caller types to the command's terminal until `stop`
+    /// hangs up, stdin ends, or either side fails. Polls rather than
+    /// blocking in read, so the copier ends with the run instead of holding
+    /// the next keystroke (and the runtime's shutdown) hostage.
+    fn copy_keys(master: &OwnedFd, stop: &PipeReader) {
+        let stdin = std::io::stdin();
+        let mut buf = [0u8; 4096];
+        loop {
+            let mut fds = [
+                PollFd::new(&stdin, PollFlags::IN),
+                PollFd::new(stop, PollFlags::IN),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(_) => return,
+            }
+            if !fds[1].revents().is_empty() {
+                return;
+            }
+            if fds[0].revents().is_empty() {
+                continue;
+            }
+            match rustix::io::read(&stdin, &mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if !write_all(master.as_fd(), &buf[..n], stop) {
+                        return;
+                    }
+                }
+                Err(Errno::INTR | Errno::AGAIN) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// The master is non-blocking (the executor reads it through the
+    /// runtime): wait for room, or for `stop`.
+    fn write_all(master: BorrowedFd<'_>, mut bytes: &[u8], stop: &PipeReader) -> bool {
+        while !bytes.is_empty() {
+            match rustix::io::write(master, bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => {
+                    let mut fds = [
+                        PollFd::new(&master, PollFlags::OUT),
+                        PollFd::new(stop, PollFlags::IN),
+                    ];
+                    match poll(&mut fds, None) {
+                        Ok(_) | Err(Errno::INTR) => {}
+                        Err(_) => return false,
+                    }
+                    if !fds[1].revents().is_empty() {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod other {
+    /// Elsewhere the command inherits the caller's terminal as before.
+    pub(crate) enum Session {}
+
+    impl Session {
+        pub(crate) fn start() -> Option<Self> {
+            None
+        }
+
+        pub(crate) fn terminal(&self) -> &stockade_shell::Terminal {
+            match *self {}
+        }
+    }
+}
