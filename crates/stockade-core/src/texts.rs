@@ -52,10 +52,11 @@ pub fn not_writable_by_you(dir: &Path) -> String {
 /// A write refused under read-only mode, where no extra root applies.
 pub const READ_ONLY_MODE_HINT: &str = "nothing is writable under read-only mode: allow writes with `--mode workspace-write` (the workspace and temp directories; `--writable DIR` adds another), `[policy] mode` for `stockade acp`";
 
-/// A write refused directly beneath `/`, which no flag makes writable.
+/// A write refused where the nearest existing directory is `/`, which no
+/// flag makes writable.
 pub fn root_not_writable(path: &Path) -> String {
     format!(
-        "{} lies directly in the filesystem root, which cannot be made writable: write beneath a directory instead",
+        "the nearest existing directory of {} is the filesystem root, which cannot be made writable: write beneath a directory that exists (and allow that one)",
         path.display()
     )
 }

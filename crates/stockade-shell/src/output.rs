@@ -1052,19 +1052,24 @@ mod tests {
 
     #[test]
     fn busy_counts_only_inside_the_writable_set() {
-        let w = [PathBuf::from("/")];
-        let line = "error: could not write config file /w/.git/config: Device or resource busy\n";
+        // The test's own directory: its permissions let the test use it.
+        let d = tempfile::tempdir().unwrap();
+        let w = [d.path().to_path_buf()];
+        let config = d.path().join(".git/config");
+        let line = format!(
+            "error: could not write config file {}: Device or resource busy\n",
+            config.display()
+        );
         assert_eq!(
-            classify(&w, Path::new("/w"), line),
+            classify(&w, d.path(), &line),
             Verdict::Ran {
                 denied: true,
-                paths: vec![PathBuf::from("/w/.git/config")]
+                paths: vec![config]
             }
         );
-        let w = [PathBuf::from("/w")];
         let line = "umount: /mnt: Device or resource busy\n";
         assert_eq!(
-            classify(&w, Path::new("/w"), line),
+            classify(&w, d.path(), line),
             Verdict::Ran {
                 denied: false,
                 paths: vec![]
@@ -1074,7 +1079,6 @@ mod tests {
 
     #[test]
     fn a_relative_path_is_placed_in_the_working_directory() {
-        let w = [PathBuf::from("/nonexistent-w")];
         assert_eq!(
             classify(
                 &[],
@@ -1086,20 +1090,57 @@ mod tests {
                 paths: vec![PathBuf::from("/etc/f")]
             }
         );
-        // Inside the set, a path that does not exist under a directory that
-        // does not exist: nothing refuses the caller, so it is the sandbox's
-        // (a protected path).
+    }
+
+    /// Inside the writable set a refusal is the sandbox's only where the
+    /// caller's own permissions allow the use: a mode-000 file, or a new
+    /// name in a directory without write permission, is the command's own
+    /// error (for root too: a confined root has no override).
+    #[cfg(unix)]
+    #[test]
+    fn inside_the_set_the_callers_own_permissions_decide() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().unwrap();
+        let w = [d.path().to_path_buf()];
+        let open = d.path().join("open");
+        std::fs::write(&open, "x").unwrap();
+        let locked = d.path().join("locked");
+        std::fs::write(&locked, "x").unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let shut = d.path().join("shut");
+        std::fs::create_dir(&shut).unwrap();
+        std::fs::set_permissions(&shut, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let line = |p: &str| format!("touch: cannot touch '{p}': Permission denied\n");
+        let protected = classify(&w, d.path(), &line("open"));
         assert_eq!(
-            classify(
-                &w,
-                Path::new("/nonexistent-w"),
-                "touch: cannot touch 'g': Permission denied\n"
-            ),
+            protected,
             Verdict::Ran {
                 denied: true,
-                paths: vec![PathBuf::from("/nonexistent-w/g")]
+                paths: vec![open]
             }
         );
+        let new = classify(&w, d.path(), &line("new-name"));
+        assert!(matches!(new, Verdict::Ran { denied: true, .. }), "{new:?}");
+        for own in ["locked", "shut/new-name"] {
+            assert_eq!(
+                classify(&w, d.path(), &line(own)),
+                Verdict::Ran {
+                    denied: false,
+                    paths: vec![]
+                },
+                "{own}"
+            );
+        }
+        // On the read-only list the sandbox's, whatever the mode bits.
+        let mut s = Scanner::new(vec!["Permission denied".into()], vec![])
+            .with_read_denials(&[], d.path())
+            .with_writable(&w, std::slice::from_ref(&locked));
+        s.feed(line("locked").as_bytes());
+        assert!(matches!(
+            s.verdict(Some(1)),
+            Verdict::Ran { denied: true, .. }
+        ));
+        std::fs::set_permissions(&shut, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     #[test]

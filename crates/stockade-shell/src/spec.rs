@@ -428,6 +428,9 @@ mod tests {
 
     #[test]
     fn a_denial_names_the_secret_or_the_group_that_would_allow_it() {
+        // A directory of the test's own, so the hint is offered as any user.
+        let mine = tempfile::tempdir().unwrap();
+        let refused = mine.path().join("f");
         let facts = SandboxFacts {
             network: NetworkMode::Allow,
             file_denied: true,
@@ -443,7 +446,7 @@ mod tests {
             denied_paths: vec![
                 "/h/.ssh/id_ed25519".into(),
                 "/h/.npm/_cacache/tmp".into(),
-                "/etc/passwd".into(),
+                refused.clone(),
             ],
             writable_roots: vec!["/dev/null".into(), "/w".into(), "/h/cache".into()],
             deny_read: vec!["/h/.ssh".into()],
@@ -458,9 +461,9 @@ mod tests {
         assert!(lines[1].contains("--deny-read"), "{lines:?}");
         assert_eq!(lines[2], "denied: /h/.npm/_cacache/tmp");
         assert_eq!(lines[3], texts::group_hint("@npm"));
-        assert_eq!(lines[4], "denied: /etc/passwd");
+        assert_eq!(lines[4], texts::denied_path(&refused));
         // The directory to add is the refused file's.
-        assert!(lines[5].contains("`--writable /etc`"), "{lines:?}");
+        assert_eq!(lines[5], texts::writable_hint(mine.path()));
         assert_eq!(
             lines[6],
             "writable under workspace-write: /dev/null, /w, /h/cache"
@@ -484,7 +487,7 @@ mod tests {
             runner_failed: false,
             runner_failure: None,
             denied_paths: denied.iter().map(PathBuf::from).collect(),
-            writable_roots: vec!["/tmp".into(), "/w".into()],
+            writable_roots: vec!["/w".into()],
             deny_read: vec![],
             read_only: vec!["/w/keep".into()],
             gaps: vec![],
@@ -513,11 +516,13 @@ mod tests {
             );
         }
         // Outside the set: the directory to add, said once for two files.
-        let lines =
-            file_facts(&["/etc/a", "/etc/b", "/nonexistent-dir/x/y"]).file_details_in(&none);
+        let mine = tempfile::tempdir().unwrap();
+        let a = mine.path().join("a");
+        let b = mine.path().join("b");
+        let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let lines = file_facts(&[a, b, "/nonexistent-dir/x/y"]).file_details_in(&none);
         let hints: Vec<&String> = lines.iter().filter(|l| l.contains("--writable")).collect();
-        assert_eq!(hints.len(), 1, "{lines:?}");
-        assert!(hints[0].contains("`--writable /etc`"), "{lines:?}");
+        assert_eq!(hints, [&texts::writable_hint(mine.path())], "{lines:?}");
         assert!(
             lines
                 .iter()
@@ -525,7 +530,7 @@ mod tests {
             "{lines:?}"
         );
         // Under read-only no extra root applies: the mode is what to change.
-        let mut f = file_facts(&["/etc/a", "/etc/b"]);
+        let mut f = file_facts(&[a, b]);
         f.mode = SandboxMode::ReadOnly;
         let lines = f.file_details_in(&none);
         let said = lines.iter().filter(|l| *l == texts::READ_ONLY_MODE_HINT);
