@@ -470,7 +470,8 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     // On a terminal the runner (or `setsid`) also makes it the command's
     // controlling terminal, where it can be asked to.
     let ctty = launch.terminal.as_ref().and_then(|_| {
-        crate::terminal::ctty_argv(launch.wrap.as_ref().and_then(|w| w.backend), &launch.argv)
+        let backend = launch.wrap.as_ref().and_then(|w| w.backend);
+        crate::terminal::ctty_argv(backend, &launch.argv, &launch.workdir)
     });
     let (program, args) = match ctty.as_deref().unwrap_or(&launch.argv).split_first() {
         Some(split) => split,

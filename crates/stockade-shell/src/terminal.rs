@@ -135,8 +135,14 @@ mod imp {
 ///   runner is asked for an unconfined run; `setsid` does exactly those two
 ///   calls and execs the command in place (stockade starts it outside any
 ///   group of its own, so `setsid` need not fork). Where it is missing,
-///   the command runs without a controlling terminal.
-pub(crate) fn ctty_argv(backend: Option<&str>, argv: &[OsString]) -> Option<Vec<OsString>> {
+///   the command runs without a controlling terminal; so does a command
+///   that cannot be started, so that its failure is reported as a shell
+///   reports it (the executor's start error), not in `setsid`'s words.
+pub(crate) fn ctty_argv(
+    backend: Option<&str>,
+    argv: &[OsString],
+    workdir: &std::path::Path,
+) -> Option<Vec<OsString>> {
     let mut argv = argv.to_vec();
     match backend {
         Some("landlock") if argv.len() > 1 => argv.insert(1, "--ctty".into()),
@@ -145,7 +151,15 @@ pub(crate) fn ctty_argv(backend: Option<&str>, argv: &[OsString]) -> Option<Vec<
             argv.insert(at + 1, "--ctty".into());
         }
         None => {
-            let setsid = on_path("setsid")?;
+            let program = std::path::Path::new(argv.first()?);
+            let found = match program.components().count() {
+                1 if !program.is_absolute() => on_path(program.as_os_str()).is_some(),
+                _ => executable(&workdir.join(program)),
+            };
+            if !found {
+                return None;
+            }
+            let setsid = on_path("setsid".as_ref())?;
             let mut wrapped = vec![setsid.into_os_string(), "--ctty".into(), "--".into()];
             wrapped.append(&mut argv);
             argv = wrapped;
@@ -155,7 +169,7 @@ pub(crate) fn ctty_argv(backend: Option<&str>, argv: &[OsString]) -> Option<Vec<
     Some(argv)
 }
 
-fn on_path(name: &str) -> Option<std::path::PathBuf> {
+fn on_path(name: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|d| d.is_absolute())
@@ -243,10 +257,12 @@ mod tests {
 
     #[test]
     fn each_runner_is_asked_where_it_reads_its_options() {
+        let w = std::path::Path::new("/");
         assert_eq!(
             ctty_argv(
                 Some("landlock"),
-                &os(&["/l/landlock-run", "--ro", "/", "--", "sh"])
+                &os(&["/l/landlock-run", "--ro", "/", "--", "sh"]),
+                w
             ),
             Some(os(&["/l/landlock-run", "--ctty", "--ro", "/", "--", "sh"]))
         );
@@ -262,7 +278,8 @@ mod tests {
                     "--close-fds",
                     "--",
                     "sh"
-                ])
+                ]),
+                w
             ),
             Some(os(&[
                 "bwrap",
@@ -276,7 +293,16 @@ mod tests {
                 "sh"
             ]))
         );
-        assert_eq!(ctty_argv(Some("bwrap"), &os(&["bwrap", "--", "sh"])), None);
-        assert_eq!(ctty_argv(Some("runner-command"), &os(&["r", "sh"])), None);
+        assert_eq!(
+            ctty_argv(Some("bwrap"), &os(&["bwrap", "--", "sh"]), w),
+            None
+        );
+        assert_eq!(
+            ctty_argv(Some("runner-command"), &os(&["r", "sh"]), w),
+            None
+        );
+        // Unconfined: a command that cannot start is never handed to setsid.
+        assert_eq!(ctty_argv(None, &os(&["/no/such/command"]), w), None);
+        assert_eq!(ctty_argv(None, &os(&["no-such-command-here"]), w), None);
     }
 }
