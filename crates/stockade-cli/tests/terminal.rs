@@ -579,3 +579,82 @@ fn stdout_and_stderr_into_one_pipe_keep_their_order() {
         }
     }
 }
+
+/// `landlock-run --ctty` takes only a terminal no session holds: given one
+/// that is another session's controlling terminal (as the caller's own is),
+/// the kernel refuses it and the run fails (125) before anything runs, in
+/// both of its modes (Landlock's run mode, and bwrap's closer); stdin that
+/// is no terminal fails too.
+#[test]
+fn the_launcher_never_takes_a_terminal_another_session_holds() {
+    let launcher = env!("CARGO_BIN_EXE_landlock-run");
+    for who in users() {
+        let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        rustix::pty::grantpt(&master).unwrap();
+        rustix::pty::unlockpt(&master).unwrap();
+        let slave = rustix::pty::ioctl_tiocgptpeer(
+            &master,
+            OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
+        )
+        .unwrap();
+        let rdev = rustix::fs::fstat(&slave).unwrap().st_rdev;
+        let mut holder = std::process::Command::new("setsid")
+            .args(["--ctty", "--", "sleep", "60"])
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stat = format!("/proc/{}/stat", holder.id());
+        let start = Instant::now();
+        while fs::read_to_string(&stat)
+            .ok()
+            .and_then(|s| s.split(' ').nth(6).and_then(|f| f.parse::<u64>().ok()))
+            != Some(tty_nr(rdev))
+        {
+            assert!(
+                start.elapsed() < LIMIT,
+                "setsid --ctty never took the terminal"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let marker = tempfile::tempdir_in(common::base()).unwrap();
+        who.own(marker.path());
+        let ran = marker.path().join("ran");
+        let touch = format!("touch {}", ran.display());
+        let modes: [&[&str]; 2] = [
+            &["--ro", "/", "--ctty", "--", "/bin/sh", "-c", &touch],
+            &["--close-fds", "--ctty", "--", "/bin/sh", "-c", &touch],
+        ];
+        for args in modes {
+            let out = who
+                .command(launcher)
+                .args(args)
+                .stdin(Stdio::from(slave.try_clone().unwrap()))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{who:?} {args:?}: {err}");
+            assert!(
+                err.contains("--ctty: cannot make stdin the controlling terminal"),
+                "{who:?} {args:?}: {err}"
+            );
+            assert!(!ran.exists(), "{who:?} {args:?}: the command ran");
+            let out = who
+                .command(launcher)
+                .args(args)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{who:?} {args:?}: {err}");
+            assert!(
+                err.contains("--ctty: stdin is not a terminal"),
+                "{who:?}: {err}"
+            );
+            assert!(!ran.exists(), "{who:?} {args:?}: the command ran");
+        }
+        let _ = holder.kill();
+        let _ = holder.wait();
+    }
+}
