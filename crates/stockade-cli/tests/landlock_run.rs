@@ -470,6 +470,7 @@ fn grammar_failures_exit_125_with_one_line() {
     // The modes: each option only where it belongs, and a mode flag first.
     failure_case(&["--isolation", "--ro", "/"]);
     failure_case(&["--isolation", "--allow-socket", "/x", "--", "true"]);
+    failure_case(&["--isolation", "--ctty"]);
     failure_case(&with_touch(&["--close-fds", "--ro", "/", "--"]));
     failure_case(&with_touch(&["--ro", "/", "--close-fds", "--"]));
     failure_case(&with_touch(&["--ro", "/", "--isolation", "--"]));
@@ -477,7 +478,7 @@ fn grammar_failures_exit_125_with_one_line() {
     failure_case(&with_touch(&["--close-fds"]));
     failure_case(&["--close-fds", "--"]);
     let out = failure_case(&[]);
-    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] -- ARGV...";
+    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] [--ctty] -- ARGV...";
     assert!(
         text(&out.stderr).starts_with(usage),
         "{}",
