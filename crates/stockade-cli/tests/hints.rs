@@ -227,6 +227,10 @@ fn a_protected_git_path_says_it_is_protected_and_offers_no_flag() {
             let home = owned_dir(&base, "home-", who);
             let ws = common::repo(&base, who, home.path());
             let config = ws.path().join(".git").join("config");
+            // A name on the default protect list, there before the run.
+            let envrc = ws.path().join(".envrc");
+            fs::write(&envrc, "").unwrap();
+            who.own(&envrc);
             // bwrap refuses the rename over its bind with EBUSY, Landlock
             // with EACCES; a new hook is refused by both.
             let out = run(
@@ -236,17 +240,21 @@ fn a_protected_git_path_says_it_is_protected_and_offers_no_flag() {
                 ws.path(),
                 &[],
                 &[],
-                "git config user.name x; echo x > .git/hooks/pre-commit",
+                "git config user.name x; echo x > .git/hooks/pre-commit; echo x >> .envrc",
             );
             let lines = hints(&out);
-            let protected = |p: &Path| {
+            let protected = |p: &Path, why: &str| {
                 lines.iter().any(|l| {
-                    l.starts_with(&format!("{} is protected", p.display())) && l.contains("git")
+                    l.starts_with(&format!("{} is protected", p.display())) && l.contains(why)
                 })
             };
-            assert!(protected(&config), "{who:?} {backend}: {lines:?}");
+            assert!(protected(&config, "git"), "{who:?} {backend}: {lines:?}");
             assert!(
-                protected(&ws.path().join(".git/hooks/pre-commit")),
+                protected(&ws.path().join(".git/hooks/pre-commit"), "git"),
+                "{who:?} {backend}: {lines:?}"
+            );
+            assert!(
+                protected(&envrc, "protect list"),
                 "{who:?} {backend}: {lines:?}"
             );
             assert!(

@@ -67,11 +67,12 @@ pub enum Protection {
     /// Inside a repository's git directory: configuration, hooks and what
     /// they name.
     Git,
-    /// On the deployment's read-only list.
-    ReadOnlyList,
-    /// Something else the host or an editor runs or reads without asking
-    /// (the protect list: `.envrc`, `.vscode/`, ...).
-    Host,
+    /// On the deployment's read-only or protect list (`.envrc`,
+    /// `.vscode/`, ...: files the host or an editor runs without asking).
+    Listed,
+    /// Elsewhere: what git's configuration names (a hooks directory, a
+    /// program, an included file).
+    GitNamed,
 }
 
 /// A refused write to a protected path inside the writable set: why it is
@@ -82,11 +83,11 @@ pub fn protected_hint(path: &Path, why: Protection) -> String {
         Protection::Git => {
             "git reads or runs it outside the sandbox later (its configuration and hooks decide what git executes)"
         }
-        Protection::ReadOnlyList => {
-            "it is on the read-only list (`--read-only`, `[policy] read_only`)"
+        Protection::Listed => {
+            "it is on the read-only or protect list (`--read-only`, `[policy] read_only` or `protect`): the host or an editor reads or runs it without asking"
         }
-        Protection::Host => {
-            "the host or an editor reads or runs it without asking (the protect list, `[policy] protect`)"
+        Protection::GitNamed => {
+            "git's configuration names it (a hooks directory, a program or an included file), so git runs or reads it outside the sandbox later"
         }
     };
     format!(

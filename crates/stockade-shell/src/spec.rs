@@ -351,11 +351,11 @@ impl SandboxFacts {
             return None;
         }
         Some(if self.read_only.iter().any(|r| p.starts_with(r)) {
-            texts::Protection::ReadOnlyList
+            texts::Protection::Listed
         } else if p.components().any(|c| c.as_os_str() == ".git") {
             texts::Protection::Git
         } else {
-            texts::Protection::Host
+            texts::Protection::GitNamed
         })
     }
 }
@@ -501,8 +501,8 @@ mod tests {
         for (path, why) in [
             ("/w/.git/config", texts::Protection::Git),
             ("/w/.git/hooks/pre-commit", texts::Protection::Git),
-            ("/w/keep/f", texts::Protection::ReadOnlyList),
-            ("/w/.envrc", texts::Protection::Host),
+            ("/w/keep/f", texts::Protection::Listed),
+            ("/w/.husky/pre-commit", texts::Protection::GitNamed),
         ] {
             let lines = file_facts(&[path]).file_details_in(&none);
             assert_eq!(
