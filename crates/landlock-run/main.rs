@@ -547,8 +547,10 @@ mod linux {
                 let fd = match rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
                 {
                     Ok(fd) => fd,
-                    // Nothing there to read; nothing to refuse.
-                    Err(Errno::NOENT | Errno::NOTDIR) => continue,
+                    // Nothing there to read; nothing to refuse. A path this
+                    // user cannot reach, the command (same user) cannot
+                    // reach either.
+                    Err(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS) => continue,
                     Err(e) => fail(format_args!(
                         "cannot open deny-read path {}: {}",
                         path.display(),
