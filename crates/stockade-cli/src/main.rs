@@ -131,7 +131,15 @@ struct ExecArgs {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run CMD confined, with inherited stdin/stdout/stderr; exit with its status.
+    /// Run CMD confined and exit with its status; at a terminal, on a
+    /// terminal of its own.
+    ///
+    /// When stdin, stdout and stderr are a terminal and stockade is its
+    /// foreground job, CMD gets a pseudo-terminal of its own (job control,
+    /// pagers, Ctrl-C for its foreground job, resize) and ours is raw until
+    /// it ends. Otherwise CMD inherits stdin and stdout, and its stderr is
+    /// copied through (one pipe for both when stdout and stderr are the
+    /// same file, so their order is kept).
     #[command(after_help = EXEC_EXIT_CODES)]
     Exec(Box<ExecArgs>),
     /// Serve the Agent Client Protocol on stdin/stdout: a sandboxed coding
