@@ -61,7 +61,7 @@ struct Home {
 impl Home {
     fn new(who: Who) -> Home {
         let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-        let _ = fs::set_permissions(&base, fs::Permissions::from_mode(0o755));
+        stockade_testkit::open_to_all(&base);
         let dir = tempfile::Builder::new()
             .prefix("deny-beneath-")
             .tempdir_in(&base)

@@ -46,7 +46,7 @@ struct Scratch {
 
 fn scratch(who: Who) -> Scratch {
     let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let _ = fs::set_permissions(&base, fs::Permissions::from_mode(0o755));
+    stockade_testkit::open_to_all(&base);
     let dir = tempfile::Builder::new()
         .prefix("network-")
         .tempdir_in(base)

@@ -146,6 +146,11 @@ impl fmt::Display for Quarantined {
 pub trait NetworkLog: Send + Sync + fmt::Debug {
     /// Hosts refused so far for this run, deduplicated, in order.
     fn refused(&self) -> Vec<String>;
+    /// The proxy's own failures so far (a listener it could not serve),
+    /// which make connections fail without any host being refused.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A shared [`NetworkLog`]; two handles are equal when they are the same log.

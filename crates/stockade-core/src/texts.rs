@@ -202,6 +202,12 @@ pub fn after_run_unchecked(what: &str) -> String {
     format!("stockade: after the run: not checked: {what}")
 }
 
+/// A failure of the network proxy itself (it prints nothing while a command
+/// runs, so its lines never land inside the command's output).
+pub fn proxy_problem(what: &str) -> String {
+    format!("stockade: the network proxy: {what}")
+}
+
 /// `sandbox_permissions` sent to a tool whose executor does not confine.
 pub const ESCALATION_NOT_OFFERED: &str = "sandbox_permissions and justification are not parameters of this tool (commands are not sandboxed here): nothing was run.";
 

@@ -74,6 +74,9 @@ impl NetworkLog for RunLog {
     fn refused(&self) -> Vec<String> {
         self.running.proxy.refused(&self.token)
     }
+    fn problems(&self) -> Vec<String> {
+        self.running.proxy.problems()
+    }
 }
 
 fn refused(detail: impl std::fmt::Display) -> SandboxUnavailable {

@@ -811,6 +811,11 @@ impl Running {
                 .filter(|h| net_hosts.contains(h))
                 .cloned()
                 .collect(),
+            proxy_problems: w
+                .network_log
+                .as_ref()
+                .map(|l| l.0.problems())
+                .unwrap_or_default(),
             gaps: w.gaps.clone(),
             after_run: after_run.clone(),
         });

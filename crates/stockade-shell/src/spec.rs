@@ -217,6 +217,10 @@ pub struct SandboxFacts {
     /// setting, not (only) the host list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unproxied_hosts: Vec<String>,
+    /// The network proxy's own failures during the run (it prints nothing
+    /// itself): connections may have failed for these, not for a refusal.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxy_problems: Vec<String>,
     /// What the backend did not govern on this host, so a result never
     /// reads as more confined than it was. Empty under danger-full-access,
     /// which claims to govern nothing in the first place.
@@ -247,8 +251,9 @@ impl SandboxFacts {
         out
     }
 
-    /// What the audit after the run did, one line each, for the user and
-    /// the model alike (whether or not anything was denied).
+    /// What the audit after the run did, and the network proxy's own
+    /// failures, one line each, for the user and the model alike (whether
+    /// or not anything was denied).
     pub fn after_run_lines(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .after_run
@@ -262,6 +267,7 @@ impl SandboxFacts {
                 .iter()
                 .map(|u| texts::after_run_unchecked(u)),
         );
+        out.extend(self.proxy_problems.iter().map(|p| texts::proxy_problem(p)));
         out
     }
 
@@ -437,6 +443,7 @@ mod tests {
             network_denied: false,
             network_denied_hosts: vec![],
             unproxied_hosts: vec![],
+            proxy_problems: vec![],
             mode: SandboxMode::WorkspaceWrite,
             backend: Some("bwrap"),
             enforcement: Some(Enforcement::Full),
@@ -480,6 +487,7 @@ mod tests {
             network_denied: false,
             network_denied_hosts: vec![],
             unproxied_hosts: vec![],
+            proxy_problems: vec![],
             mode: SandboxMode::WorkspaceWrite,
             backend: Some("landlock"),
             enforcement: Some(Enforcement::Full),
@@ -535,6 +543,21 @@ mod tests {
         let lines = f.file_details_in(&none);
         let said = lines.iter().filter(|l| *l == texts::READ_ONLY_MODE_HINT);
         assert_eq!(said.count(), 1, "{lines:?}");
+    }
+
+    /// The proxy prints nothing while a command runs; its own failures
+    /// reach the user and the model after the run, once each.
+    #[test]
+    fn the_proxys_own_failures_are_said_after_the_run() {
+        let mut f = file_facts(&[]);
+        assert!(f.after_run_lines().is_empty());
+        f.proxy_problems = vec!["cannot serve the Unix socket: x".into()];
+        assert_eq!(
+            f.after_run_lines(),
+            [texts::proxy_problem("cannot serve the Unix socket: x")]
+        );
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["proxy_problems"][0], "cannot serve the Unix socket: x");
     }
 
     #[test]

@@ -134,6 +134,7 @@ mod tests {
                 network_denied: network.is_some(),
                 network_denied_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
                 unproxied_hosts: vec![],
+                proxy_problems: vec![],
                 gaps: vec![],
                 after_run: Default::default(),
             }),
