@@ -159,7 +159,14 @@ pub(crate) fn ctty_argv(
             if !found {
                 return None;
             }
-            let setsid = on_path("setsid".as_ref())?;
+            // Only where the system installs it, never from PATH: a PATH
+            // directory an earlier confined run could write (a toolchain's
+            // bin under --writable @cargo) must not gain a program stockade
+            // itself runs unconfined.
+            let setsid = ["/usr/bin/setsid", "/bin/setsid"]
+                .into_iter()
+                .map(std::path::PathBuf::from)
+                .find(|p| executable(p))?;
             let mut wrapped = vec![setsid.into_os_string(), "--ctty".into(), "--".into()];
             wrapped.append(&mut argv);
             argv = wrapped;
@@ -304,5 +311,19 @@ mod tests {
         // Unconfined: a command that cannot start is never handed to setsid.
         assert_eq!(ctty_argv(None, &os(&["/no/such/command"]), w), None);
         assert_eq!(ctty_argv(None, &os(&["no-such-command-here"]), w), None);
+        // The setsid that runs an unconfined command is the system's, by
+        // absolute path, whatever PATH holds.
+        let wrapped = ctty_argv(None, &os(&["/bin/sh"]), w);
+        assert!(
+            wrapped.is_some() || !stockade_testkit::in_ci(),
+            "util-linux setsid is missing"
+        );
+        if let Some(wrapped) = wrapped {
+            assert!(
+                ["/usr/bin/setsid", "/bin/setsid"].contains(&wrapped[0].to_str().unwrap_or("")),
+                "{wrapped:?}"
+            );
+            assert_eq!(&wrapped[1..], os(&["--ctty", "--", "/bin/sh"]));
+        }
     }
 }
