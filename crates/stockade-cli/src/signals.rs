@@ -1,0 +1,62 @@
+//! The signals that stop a run.
+
+/// Resolves when the user (or a supervisor) asks us to stop, with the
+/// signal's number. The child may sit in a session of its own (the Landlock
+/// launcher detaches from the terminal), so it would not see the terminal's
+/// signal: dropping the run kills its process group instead.
+///
+/// `interrupt`: whether SIGINT stops the run. On a terminal of its own the
+/// command gets Ctrl-C as a byte (ours is raw) and its terminal signals its
+/// own foreground job; a SIGINT sent to us is then ignored, never left to
+/// kill us with the caller's terminal raw.
+pub(crate) async fn interrupted(interrupt: bool) -> i32 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let kinds = [
+            (SignalKind::interrupt(), 2),
+            (SignalKind::terminate(), 15),
+            (SignalKind::hangup(), 1),
+        ];
+        let mut streams = Vec::new();
+        for (kind, n) in kinds {
+            if let Ok(s) = signal(kind)
+                && (n != 2 || interrupt)
+            {
+                streams.push((s, n));
+            }
+        }
+        if streams.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = streams.iter_mut().map(|(s, n)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        });
+        futures_select_all(waits.collect()).await
+    }
+    #[cfg(not(unix))]
+    {
+        // No terminal of its own here: Ctrl-C always stops the run.
+        let _ = interrupt;
+        let _ = tokio::signal::ctrl_c().await;
+        2
+    }
+}
+
+/// The first of several futures to finish.
+#[cfg(unix)]
+async fn futures_select_all<F: std::future::Future<Output = i32> + Unpin>(mut futs: Vec<F>) -> i32 {
+    std::future::poll_fn(move |cx| {
+        for f in futs.iter_mut() {
+            if let std::task::Poll::Ready(v) = std::pin::Pin::new(f).poll(cx) {
+                return std::task::Poll::Ready(v);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
