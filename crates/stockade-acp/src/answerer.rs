@@ -13,7 +13,7 @@ use stockade_core::ApprovalOutcome;
 use stockade_shell::BoxFuture;
 
 use crate::log;
-use crate::server::Live;
+use crate::live::Live;
 use crate::updates::{in_progress, send};
 
 /// The option ids offered. Only these two: a grant is never persisted, so

@@ -14,7 +14,7 @@ use stockade_agent::{EditorFiles, ToolContext, ToolProgress};
 use stockade_shell::BoxFuture;
 
 use crate::log;
-use crate::server::Live;
+use crate::live::Live;
 use crate::updates::{output_so_far, send};
 
 /// The editor of this connection, as the tools see it.

@@ -63,6 +63,7 @@ mod control;
 mod editor;
 mod error;
 mod frames;
+mod live;
 mod mcp;
 mod prompt;
 mod server;

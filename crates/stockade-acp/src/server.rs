@@ -7,9 +7,8 @@
 //! loop itself waits for `session/request_permission` answers and must see
 //! `session/cancel`, both of which arrive through that same loop.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
@@ -32,79 +31,10 @@ use crate::compose::{Composition, EditorHooks, Environment, Sessions, compose};
 use crate::control::ControlFiles;
 use crate::editor::EditorBridge;
 use crate::error::ServeError;
+use crate::live::{Live, Running, Slot};
 use crate::log;
 use crate::mcp::SessionMcp;
 use crate::updates::{Streamer, replay, send};
-
-/// A session this connection opened, and its running prompt if any.
-struct Slot {
-    session: Session,
-    running: Option<Running>,
-    /// The session's MCP servers and the agent offering their tools.
-    mcp: Option<SessionMcp>,
-}
-
-struct Running {
-    cancel: Cancel,
-    cx: ConnectionTo<Client>,
-}
-
-/// The sessions of this server, shared with the answerer, which must find
-/// the connection of the prompt that asks.
-pub(crate) struct Live {
-    slots: Mutex<HashMap<String, Slot>>,
-    /// The running `task` children: a child's question is asked in the
-    /// session the user sees, under the task call that runs it.
-    delegations: Arc<stockade_agent::Delegations>,
-}
-
-/// Where to ask about a session's call: the connection, the session the
-/// client knows, and the call there to show it under.
-pub(crate) struct Route {
-    pub cx: ConnectionTo<Client>,
-    pub session: SessionId,
-    /// The parent's `task` call, when the asking session is its child.
-    pub task_call: Option<String>,
-}
-
-impl Live {
-    fn new(delegations: Arc<stockade_agent::Delegations>) -> Self {
-        Self {
-            slots: Mutex::default(),
-            delegations,
-        }
-    }
-
-    /// Where a question from `session` goes: its own prompt's connection,
-    /// or, for a `task` child, the connection of the top session's prompt.
-    pub(crate) fn route(&self, session: &stockade_session::SessionId) -> Option<Route> {
-        match self.delegations.origin(session) {
-            Some(d) => Some(Route {
-                cx: self.client_of(d.parent.as_str())?,
-                session: SessionId::new(d.parent.as_str()),
-                task_call: Some(d.call_id),
-            }),
-            None => Some(Route {
-                cx: self.client_of(session.as_str())?,
-                session: SessionId::new(session.as_str()),
-                task_call: None,
-            }),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
-        // Every change is one map operation, so a panic elsewhere cannot
-        // leave a half-made entry behind.
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn client_of(&self, session: &str) -> Option<ConnectionTo<Client>> {
-        self.lock()
-            .get(session)
-            .and_then(|s| s.running.as_ref())
-            .map(|r| r.cx.clone())
-    }
-}
 
 /// The ACP server for one composition.
 pub struct AcpServer {
