@@ -139,12 +139,11 @@ async fn a_network_escalation_names_the_network_to_the_user() {
     );
     let requests = w.model_messages();
     let told = last_content(&requests[1]);
-    let rejected = stockade_agent::escalation::network_texts::rejected(
-        stockade_agent::escalation::network_texts::Widening {
+    let rejected =
+        stockade_core::texts::network::rejected(stockade_core::texts::network::Widening {
             mode: None,
             network: stockade_core::NetworkMode::Allow,
-        },
-    );
+        });
     assert!(told.starts_with(&rejected), "{told}");
     assert!(!w.ws.join("marker").exists(), "nothing ran");
 }

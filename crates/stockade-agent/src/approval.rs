@@ -34,7 +34,7 @@ impl ApprovalRequest {
     pub fn under(&self) -> String {
         match self.network {
             None => format!("\"{}\"", self.target),
-            Some(network) => crate::escalation::network_texts::Widening {
+            Some(network) => stockade_core::texts::network::Widening {
                 mode: Some(self.target),
                 network,
             }

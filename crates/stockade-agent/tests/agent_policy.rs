@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use stockade_agent::escalation::network_texts::{self, Widening};
 use stockade_agent::{
     Answerer, ApprovalRequest, ApprovalService, BashTool, EscalationGate, Fixed, PolicyContext,
     PolicyService, PresetService, RejectMatching, Tool, ToolContext, ToolOutput,
 };
+use stockade_core::texts::network::{self as network_texts, Widening};
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
 use stockade_session::{Event, KnobSource, Session};

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use common::world;
 use serde_json::json;
-use stockade_agent::escalation::network_texts::{self, Widening};
 use stockade_agent::{
     Answerer, ApprovalRequest, ApprovalService, BashTool, EscalationGate, Fixed, PolicyContext,
     PolicyService, PresetService, Tool, ToolContext, ToolOutput,
 };
+use stockade_core::texts::network::{self as network_texts, Widening};
 use stockade_core::{
     ApprovalOutcome, ApprovalPolicy, Confined, NetworkMode, NetworkPolicy, SandboxMode,
     SandboxPolicy, SandboxProvider, SandboxUnavailable, net, texts,

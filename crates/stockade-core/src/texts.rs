@@ -285,6 +285,91 @@ pub fn deny_read_probe_line(
     )
 }
 
+/// The model-facing texts of a request that names the network, each
+/// defined once. A request for the file mode alone reads as their twins
+/// beside this module say.
+pub mod network {
+    use std::fmt;
+
+    use crate::{NetworkMode, SandboxMode};
+
+    /// What a request naming the network asks for, as the texts name it:
+    /// `network "allow"`, or `"workspace-write" with network "allow"`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Widening {
+        pub mode: Option<SandboxMode>,
+        pub network: NetworkMode,
+    }
+
+    impl fmt::Display for Widening {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self.mode {
+                Some(m) => write!(f, "\"{m}\" with network \"{}\"", self.network),
+                None => write!(f, "network \"{}\"", self.network),
+            }
+        }
+    }
+
+    /// A network target that does not widen the call's effective network.
+    pub fn not_wider(target: NetworkMode, effective: NetworkMode) -> String {
+        format!(
+            "network \"{target}\" is not wider than this call's effective network \"{effective}\": nothing was run and no one was asked. Omit network to run under \"{effective}\"."
+        )
+    }
+
+    /// A network escalation without a reason to show the user.
+    pub const MISSING_JUSTIFICATION: &str = "network needs a non-empty `justification` (one sentence the user will read): nothing was run and no one was asked.";
+
+    /// The exact rejection text (followed by
+    /// [`super::REJECTED_NO_REASK`]).
+    pub fn rejected(w: Widening) -> String {
+        format!("the user rejected widening this command to {w}")
+    }
+
+    pub fn cancelled(w: Widening) -> String {
+        format!(
+            "the request to widen this command to {w} was cancelled before the user answered: nothing was run"
+        )
+    }
+
+    pub fn unavailable(w: Widening) -> String {
+        format!(
+            "widening this command to {w} is unavailable: this session's approval policy is \"never\" (or no one could answer): nothing was run"
+        )
+    }
+
+    pub fn no_approval_service(w: Widening) -> String {
+        format!(
+            "widening this command to {w} is not possible: no approval service is configured: nothing was run"
+        )
+    }
+
+    pub fn no_session(w: Widening) -> String {
+        format!(
+            "widening this command to {w} is not possible: the call has no session to ask the user through: nothing was run"
+        )
+    }
+
+    /// `network` sent to a tool whose executor does not confine.
+    pub const NOT_OFFERED: &str = "network is not a parameter of this tool (commands are not sandboxed here, the network included): nothing was run.";
+
+    /// Shown after a network denial where the escalation fields exist: how
+    /// to ask for the one wider retry. `None` under `allow`, which nothing
+    /// widens.
+    pub fn escalation_hint(denied_under: NetworkMode) -> Option<String> {
+        let targets = match denied_under {
+            NetworkMode::Deny => {
+                "the narrowest sufficient mode: `allow-listed` (only the allowed hosts) before `allow` (any host)"
+            }
+            NetworkMode::AllowListed => "`allow` (any host)",
+            NetworkMode::Allow => return None,
+        };
+        Some(format!(
+            "If the task needs this connection, retry the same command once with a one-sentence `justification` and `network` set to {targets}; the user will be asked to approve that one retry."
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

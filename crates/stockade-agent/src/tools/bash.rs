@@ -15,8 +15,10 @@ use stockade_shell::{
 };
 use tokio::sync::Notify;
 
+use stockade_core::texts::network as network_texts;
+
 use crate::escalation::{
-    self, EscalationArgs, EscalationGate, EscalationTarget, Grant, NetworkTarget, network_texts,
+    self, EscalationArgs, EscalationGate, EscalationTarget, Grant, NetworkTarget,
 };
 use crate::policy::PolicyService;
 use crate::tool::{Tool, ToolContext, ToolOutput, ToolProgress};

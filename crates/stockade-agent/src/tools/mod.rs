@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 use stockade_core::{SandboxMode, texts};
 use stockade_shell::ShellResult;
 
-use crate::escalation::{Grant, network_texts};
+use stockade_core::texts::network as network_texts;
+
+use crate::escalation::Grant;
 
 /// How a finished command reads to the model. One renderer for foreground
 /// results and settled background jobs.
