@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_client_protocol::v1::schema::{AuthMethod, AuthMethodAgent, AuthenticateRequest};
 use agent_client_protocol::{Error, ErrorCode};
-use stockade_agent::model::{
+use stockade_model::{
     ChatMessage, Delta, ModelClient, ModelConfig, ModelError, ModelTurn, OpenAiCompatible, ToolSpec,
 };
 use stockade_shell::BoxFuture;

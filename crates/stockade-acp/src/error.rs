@@ -10,7 +10,7 @@ pub enum ServeError {
     #[error(transparent)]
     Presets(#[from] stockade_agent::PresetError),
     #[error("model: {0}")]
-    Model(#[from] stockade_agent::model::ModelError),
+    Model(#[from] stockade_model::ModelError),
     #[error(
         "no directory for session logs: set ${var} (or $XDG_STATE_HOME or $HOME)",
         var = crate::ENV_STATE_DIR

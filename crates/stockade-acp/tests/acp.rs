@@ -18,8 +18,8 @@ use common::{
     say, touch,
 };
 use serde_json::json;
-use stockade_agent::model::scripted::ScriptedReply;
 use stockade_core::{SandboxMode, texts};
+use stockade_testkit::scripted::ScriptedReply;
 
 const READ_ONLY_ASK: Setup = Setup {
     mode: "read-only",

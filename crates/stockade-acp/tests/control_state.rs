@@ -280,7 +280,7 @@ async fn control_state_under_a_temp_root_refuses_to_start() {
 }
 
 /// A script for `writes` in order, each a bash command, then a final word.
-fn bash_calls(commands: &[(&str, &str)]) -> Vec<stockade_agent::model::scripted::ScriptedReply> {
+fn bash_calls(commands: &[(&str, &str)]) -> Vec<stockade_testkit::scripted::ScriptedReply> {
     let mut script: Vec<_> = commands
         .iter()
         .map(|(id, command)| {

@@ -53,7 +53,7 @@ fn refused_at_start(out: &std::process::Output, needles: &[&str]) {
     }
 }
 
-fn bash(id: &str, command: &str) -> stockade_agent::model::scripted::ScriptedReply {
+fn bash(id: &str, command: &str) -> stockade_testkit::scripted::ScriptedReply {
     call(
         id,
         "bash",

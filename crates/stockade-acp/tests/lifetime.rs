@@ -20,7 +20,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{InitializeRequest, NewSessionRequest};
 use common::{Answer, Seen, Setup, World, call, prompt};
 use serde_json::json;
-use stockade_agent::model::scripted::ScriptedReply;
+use stockade_testkit::scripted::ScriptedReply;
 use stockade_testkit::users::users;
 
 /// A failure detector only: what has not happened after this long hangs.

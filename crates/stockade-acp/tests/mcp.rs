@@ -110,7 +110,7 @@ fn binary(w: &World, backend: &str) -> Binary {
 }
 
 /// The model writes inside the workspace, then outside it, then ends.
-fn write_script(dir: &Path) -> Vec<stockade_agent::model::scripted::ScriptedReply> {
+fn write_script(dir: &Path) -> Vec<stockade_testkit::scripted::ScriptedReply> {
     vec![
         call(
             "call-1",

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use stockade_core::ApprovalOutcome;
+use stockade_model::{ChatMessage, Delta, ModelClient, ModelError, ModelToolCall, ToolSpec};
 use stockade_session::{Event, Record, Role, Session, SessionError, ToolCall};
 use tokio::sync::watch;
 
 use crate::context::PolicyContext;
 use crate::hooks::{HookEvent, HookScope, Hooks, Verdict};
-use crate::model::{ChatMessage, Delta, ModelClient, ModelError, ModelToolCall, ToolSpec};
 use crate::tool::{Tool, ToolContext, ToolOutput};
 
 /// Marks messages the loop itself wrote (errors, cancellations).
@@ -348,7 +348,7 @@ impl Agent {
         let specs: Vec<ToolSpec> = self
             .tools
             .iter()
-            .map(|t| ToolSpec::of(t.as_ref()))
+            .map(|t| ToolSpec::from(t.as_ref()))
             .collect();
         for _ in 0..self.max_steps {
             if cancel.is_cancelled() {

@@ -38,7 +38,7 @@ pub struct Config {
     /// The model endpoint (`base_url`, `model`, `api_key_env`, `timeout`
     /// in seconds, `max_retries`, `stream`).
     #[serde(default)]
-    pub model: crate::model::ModelConfig,
+    pub model: stockade_model::ModelConfig,
     #[serde(default)]
     pub agent: AgentSection,
     /// `[[hooks]]`: commands run at session start, around tool calls and
@@ -460,7 +460,7 @@ impl Config {
         // What the model client would refuse, refused now: a deployment
         // that cannot reach its model fails at load, not at the first
         // prompt (whether or not its key is set yet).
-        if let Err(crate::model::ModelError::Config { field, reason }) = self.model.check() {
+        if let Err(stockade_model::ModelError::Config { field, reason }) = self.model.check() {
             return Err(invalid(&format!("model.{field}"), reason));
         }
         if let Some(p) = &self.presets {

@@ -10,7 +10,6 @@ pub mod context;
 pub mod effect;
 pub mod escalation;
 pub mod hooks;
-pub mod model;
 pub mod policy;
 pub mod presets;
 pub mod tool;

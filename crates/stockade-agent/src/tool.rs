@@ -83,6 +83,18 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, ToolOutput>;
 }
 
+/// What the model is told about a tool. Here rather than in the model
+/// crate, which knows no agent tools.
+impl From<&dyn Tool> for stockade_model::ToolSpec {
+    fn from(tool: &dyn Tool) -> Self {
+        Self {
+            name: tool.name().into(),
+            description: tool.description(),
+            parameters: tool.schema(),
+        }
+    }
+}
+
 /// Where a running tool's output goes while it runs (an editor's live
 /// view), installed on the tool by the front end. The tool coalesces: at
 /// most one call per [`crate::tools::bash::PROGRESS_INTERVAL`].

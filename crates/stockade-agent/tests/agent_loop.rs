@@ -10,15 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stockade_agent::agent::{Agent, AgentUpdate, Cancel, Observer, StopReason};
-use stockade_agent::model::scripted::{ScriptedReply, ScriptedServer};
-use stockade_agent::model::{ModelConfig, ModelToolCall, OpenAiCompatible};
 use stockade_agent::{
     ApprovalService, BashTool, EscalationGate, Fixed, PolicyContext, PolicyService, Tool,
 };
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
+use stockade_model::{ModelConfig, ModelToolCall, OpenAiCompatible};
 use stockade_session::Session;
 use stockade_shell::{SandboxedExecutor, ShellExecutor};
+use stockade_testkit::scripted::{ScriptedReply, ScriptedServer};
 
 fn agent(server: &ScriptedServer, ws: &std::path::Path, outcome: ApprovalOutcome) -> Agent {
     let exe = std::env::current_exe().unwrap();

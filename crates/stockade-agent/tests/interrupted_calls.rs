@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::world;
 use stockade_agent::agent::{Agent, Cancel, Silent, StopReason};
-use stockade_agent::model::scripted::{ScriptedReply, ScriptedServer};
-use stockade_agent::model::{ModelConfig, OpenAiCompatible};
 use stockade_agent::{PolicyContext, PolicyService};
 use stockade_core::SandboxMode;
+use stockade_model::{ModelConfig, OpenAiCompatible};
 use stockade_session::{Event, INTERRUPTED_TOOL_RESULT, Role, ToolCall};
+use stockade_testkit::scripted::{ScriptedReply, ScriptedServer};
 
 fn agent(server: &ScriptedServer, ws: &std::path::Path) -> Agent {
     let policy = Arc::new(PolicyService::new(SandboxMode::ReadOnly, ws));

@@ -23,8 +23,6 @@ use std::time::Duration;
 use common::world;
 use serde_json::{Value, json};
 use stockade_agent::agent::{Agent, Cancel, Silent, StopReason};
-use stockade_agent::model::scripted::{ScriptedReply, ScriptedServer};
-use stockade_agent::model::{ModelConfig, ModelToolCall, OpenAiCompatible};
 use stockade_agent::{
     ApprovalService, BashTool, EscalationGate, Fixed, PolicyContext, PolicyService, PresetService,
     Tool,
@@ -33,11 +31,13 @@ use stockade_core::{
     ApprovalOutcome, ApprovalPolicy, ExecutionPolicy, NetworkMode, SandboxMode, texts,
 };
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
+use stockade_model::{ModelConfig, ModelToolCall, OpenAiCompatible};
 use stockade_session::{Event, Session};
 use stockade_shell::{
     BoxFuture, Command, Interpreter, JobHandle, SandboxedExecutor, ShellError, ShellExecutor,
     ShellRequest, ShellResult, ShellSpec,
 };
+use stockade_testkit::scripted::{ScriptedReply, ScriptedServer};
 use tokio::sync::oneshot;
 
 /// The real local provider on `backend` (bwrap needs the launcher too, to

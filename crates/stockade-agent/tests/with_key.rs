@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_agent::agent::{Agent, Cancel, Silent};
-use stockade_agent::model::{ModelConfig, OpenAiCompatible};
 use stockade_agent::{
     ApprovalService, BashTool, EscalationGate, Fixed, PolicyContext, PolicyService, Tool,
 };
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, SandboxMode, texts};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings};
+use stockade_model::{ModelConfig, OpenAiCompatible};
 use stockade_session::{Event, SessionStore};
 use stockade_shell::{SandboxedExecutor, ShellExecutor};
 

@@ -20,8 +20,8 @@ use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 
 use stockade_agent::config::Config;
-use stockade_agent::model::ModelToolCall;
-use stockade_agent::model::scripted::{ScriptedMessage, ScriptedReply, ScriptedServer};
+use stockade_model::ModelToolCall;
+use stockade_testkit::scripted::{ScriptedMessage, ScriptedReply, ScriptedServer};
 
 /// `target/debug/landlock-run`, next to the directory of this test binary.
 /// Missing: a failure in CI, a reported skip elsewhere.

@@ -5,10 +5,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::{Value, json};
-use stockade_shell::BoxFuture;
 
 use super::stream::{self, Assembler, Fault, Flow, SseParser};
-use super::{ChatMessage, Delta, ModelClient, ModelConfig, ModelError, ModelTurn, ToolSpec};
+use super::{
+    BoxFuture, ChatMessage, Delta, ModelClient, ModelConfig, ModelError, ModelTurn, ToolSpec,
+};
 
 /// The first retry waits this long, each later one twice the previous.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);

@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use super::ModelToolCall;
+use stockade_model::ModelToolCall;
 
 /// An assistant message to replay.
 #[derive(Debug, Clone, PartialEq, Eq)]

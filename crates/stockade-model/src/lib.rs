@@ -18,22 +18,29 @@
 //!   otherwise), and dropped from turns without tool calls (older DeepSeek
 //!   reasoners reject it there).
 //!
-//! [`scripted::ScriptedServer`] is a loopback server that replays a script,
-//! for tests that must not reach the network.
+//! The tests drive the client against `stockade_testkit::scripted`, a
+//! loopback server that replays a script; it is never part of a product
+//! build.
+#![forbid(unsafe_code)]
 
 mod openai;
-pub mod scripted;
 mod stream;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use stockade_shell::BoxFuture;
 
 pub use openai::OpenAiCompatible;
+
+/// A boxed, sendable future: the same type as `stockade_shell::BoxFuture`
+/// (an alias, not a new type), so one `ModelClient` impl serves both
+/// without this crate depending on the shell.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// DeepSeek's API, the default provider.
 pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
@@ -131,7 +138,8 @@ mod duration_secs {
     }
 }
 
-/// A tool the model may call, in the shape of [`crate::Tool`]'s metadata.
+/// A tool the model may call: an agent tool's name, description and
+/// argument schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     pub name: String,
@@ -141,14 +149,6 @@ pub struct ToolSpec {
 }
 
 impl ToolSpec {
-    pub fn of(tool: &dyn crate::Tool) -> Self {
-        Self {
-            name: tool.name().into(),
-            description: tool.description(),
-            parameters: tool.schema(),
-        }
-    }
-
     /// The OpenAI `tools` entry.
     pub fn to_wire(&self) -> Value {
         json!({
