@@ -1,27 +1,24 @@
 //! The bash tool: run a command under the call's resolved policy, with one
 //! approved wider retry when the mounted executor confines.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use stockade_core::texts::network as network_texts;
 use stockade_core::{NetworkMode, texts};
-use stockade_session::SessionId;
 use stockade_shell::{
-    BoxFuture, JobHandle, OutputTap, Shell, ShellError, ShellExecutor, ShellRequest, ShellResult,
+    BoxFuture, OutputTap, Shell, ShellError, ShellExecutor, ShellRequest, ShellResult,
 };
 use tokio::sync::Notify;
 
-use stockade_core::texts::network as network_texts;
-
-use crate::escalation::{
-    self, EscalationArgs, EscalationGate, EscalationTarget, Grant, NetworkTarget,
-};
+use crate::escalation::{self, EscalationArgs, EscalationGate, EscalationTarget, NetworkTarget};
 use crate::policy::PolicyService;
 use crate::tool::{Tool, ToolContext, ToolOutput, ToolProgress};
+use crate::tools::jobs::{Job, Jobs, lock_jobs};
 use crate::tools::render;
 
 /// A running command's output is shown at most this often.
@@ -95,21 +92,6 @@ struct BashArgs {
     sandbox_permissions: Option<EscalationTarget>,
     network: Option<NetworkTarget>,
     justification: Option<String>,
-}
-
-/// A background job, visible only to the session that started it.
-pub struct Job {
-    pub(crate) session: Option<SessionId>,
-    pub(crate) handle: JobHandle,
-    pub(crate) granted: Grant,
-}
-
-pub type Jobs = Arc<Mutex<HashMap<u64, Job>>>;
-
-pub(crate) fn lock_jobs(jobs: &Jobs) -> std::sync::MutexGuard<'_, HashMap<u64, Job>> {
-    // A panic elsewhere never leaves the map half-written (inserts are single
-    // calls), so its contents stay valid.
-    jobs.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub struct BashTool {

@@ -3,7 +3,7 @@
 use stockade_shell::BoxFuture;
 
 use crate::tool::{Tool, ToolContext, ToolOutput};
-use crate::tools::bash::{Jobs, lock_jobs};
+use crate::tools::jobs::{Jobs, lock_jobs};
 use crate::tools::render;
 
 #[derive(Debug, serde::Deserialize)]

@@ -1,6 +1,7 @@
 pub mod bash;
 pub mod files;
 pub mod job_output;
+pub mod jobs;
 pub mod task;
 
 use std::fmt::Write as _;

@@ -17,7 +17,7 @@ use stockade_shell::BoxFuture;
 
 use crate::agent::{Agent, AgentUpdate, Cancel, Observer, StopReason};
 use crate::tool::{Tool, ToolContext, ToolOutput, ToolProgress};
-use crate::tools::bash::{Jobs, lock_jobs};
+use crate::tools::jobs::{Jobs, lock_jobs};
 
 /// Where a delegated session came from: its parent and the parent's `task`
 /// call that runs it.
