@@ -49,10 +49,10 @@ use windows_sys::Win32::System::Threading::{
     UpdateProcThreadAttribute, WaitForSingleObject,
 };
 
+use crate::RUNNER_FAILURE_EXIT;
 use crate::acl::{AclEntry, AclMode, Dacl};
 use crate::api::Win32;
 use crate::error::{ERROR_INVALID_PARAMETER, WinError};
-use crate::runner::RUNNER_FAILURE_EXIT;
 use crate::sid::Sid;
 
 /// `SE_GROUP_LOGON_ID` (windows-sys has it only as an `i32` in another

@@ -45,11 +45,24 @@ mod mock;
 pub use api::Win32;
 pub use error::{Error, WinError};
 pub use rung::{BACKEND, WindowsRung};
-pub use runner::{FAILURE_PREFIX, RUNNER_FAILURE_EXIT};
+pub use runner::FAILURE_PREFIX;
 pub use sid::Sid;
 
 #[cfg(windows)]
 pub use ffi::System;
+
+/// The exit code reserved for the runner's own failures: `0x2000_007D`.
+///
+/// Why a child is unlikely to exit with it: programs and shells exit with
+/// small codes (0..=255, `cmd` adds 9009), crashes exit with NTSTATUS error
+/// or warning codes (`0xC...`, `0x8...`), unhandled C++/.NET exceptions with
+/// `0xE...`. This value sets bit 29, the NTSTATUS *customer* bit that no
+/// Windows component uses, with success severity, which no crash reports. The
+/// low byte is 125, the launcher-failure code of the rest of this workspace,
+/// so the non-Windows stub, whose status Unix truncates to 8 bits, exits 125
+/// too. Even so a child *can* exit with it, which is why the failure rule
+/// also requires a `stockade-winrun: ` line.
+pub const RUNNER_FAILURE_EXIT: i32 = 0x2000_007D;
 
 /// The runner's file name.
 pub const RUNNER_NAME: &str = "stockade-winrun";

@@ -25,25 +25,12 @@ use crate::error::{Error, Step};
 use crate::grants::{self, Allocation};
 use crate::sid::{self, Sid};
 use crate::token::{self, RESTRICTED_TOKEN_FLAGS, TokenMode};
-use crate::{cmdline, env};
+use crate::{RUNNER_FAILURE_EXIT, cmdline, env};
 
 /// Every line the runner prints about itself starts with this.
 pub const FAILURE_PREFIX: &str = "stockade-winrun: ";
 /// What the runner prints (and how it exits) off Windows.
 pub const ONLY_ON_WINDOWS: &str = "stockade-winrun: only available on Windows";
-
-/// The exit code reserved for the runner's own failures: `0x2000_007D`.
-///
-/// Why a child is unlikely to exit with it: programs and shells exit with
-/// small codes (0..=255, `cmd` adds 9009), crashes exit with NTSTATUS error
-/// or warning codes (`0xC...`, `0x8...`), unhandled C++/.NET exceptions with
-/// `0xE...`. This value sets bit 29, the NTSTATUS *customer* bit that no
-/// Windows component uses, with success severity, which no crash reports. The
-/// low byte is 125, the launcher-failure code of the rest of this workspace,
-/// so the non-Windows stub, whose status Unix truncates to 8 bits, exits 125
-/// too. Even so a child *can* exit with it, which is why the failure rule
-/// also requires a `stockade-winrun: ` line.
-pub const RUNNER_FAILURE_EXIT: i32 = 0x2000_007D;
 
 const MODE: &str = "--mode";
 const WORKSPACE: &str = "--workspace";

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use stockade_core::{Confined, ConfiningMode, Enforcement, SandboxPolicy};
 use stockade_local::PlatformRung;
 use stockade_windows::acl::{AclEntry, AclMode, Dacl, MODIFY, SUBTREE};
-use stockade_windows::runner::{RUNNER_FAILURE_EXIT, RunnerArgs, failure_rule};
-use stockade_windows::{Sid, System, Win32};
+use stockade_windows::runner::{RunnerArgs, failure_rule};
+use stockade_windows::{RUNNER_FAILURE_EXIT, Sid, System, Win32};
 
 /// What the helper does: `write` (to TARGET), `write-temp:NAME`, `exit:N`,
 /// `env:NAME`.
