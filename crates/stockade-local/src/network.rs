@@ -24,7 +24,11 @@ const NETWORK: &str = "network";
 
 /// Test hook: `name=ip:port,...` resolved by the proxy instead of DNS, for
 /// names under the reserved `.test` top-level domain only (RFC 6761), so it
-/// can never redirect a real host.
+/// can never redirect a real host. Read only by a build with the
+/// `test-hooks` feature: the stockade-cli suites turn it on through a
+/// dev-dependency, which cargo activates only when it builds tests, so
+/// `cargo test` builds the binary with the hook and `cargo build`/`cargo
+/// install` without.
 pub const ENV_TEST_RESOLVE: &str = "STOCKADE_PROXY_RESOLVE";
 
 /// The proxies of one provider (a session, an `exec` invocation), one per
@@ -83,7 +87,20 @@ fn refused(detail: impl std::fmt::Display) -> SandboxUnavailable {
     SandboxUnavailable::single(NETWORK, detail.to_string())
 }
 
+/// What the proxy resolves itself instead of asking DNS: nothing, unless
+/// this build has the test hook and the test set [`ENV_TEST_RESOLVE`].
+#[cfg(feature = "test-hooks")]
+fn test_hook_resolve() -> HashMap<String, Vec<SocketAddr>> {
+    test_resolve(std::env::var_os(ENV_TEST_RESOLVE))
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn test_hook_resolve() -> HashMap<String, Vec<SocketAddr>> {
+    HashMap::new()
+}
+
 /// `name=ip:port` pairs for `.test` names; anything else is ignored.
+#[cfg(any(test, feature = "test-hooks"))]
 fn test_resolve(value: Option<OsString>) -> HashMap<String, Vec<SocketAddr>> {
     let mut out: HashMap<String, Vec<SocketAddr>> = HashMap::new();
     let Some(value) = value.and_then(|v| v.into_string().ok()) else {
@@ -122,7 +139,7 @@ impl Proxies {
         };
         let proxy = Proxy::start(ProxyConfig {
             allowed_hosts: hosts.to_vec(),
-            resolve: test_resolve(std::env::var_os(ENV_TEST_RESOLVE)),
+            resolve: test_hook_resolve(),
             unix_dir: dir.as_ref().map(|d| d.0.clone()),
         })
         .map_err(|e| refused(format!("cannot start the allow-listed proxy: {e}")))?;
