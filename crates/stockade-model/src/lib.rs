@@ -379,6 +379,7 @@ pub enum Delta {
 /// Why a model step failed. Every variant names the endpoint it was talking
 /// to, so the message is actionable on its own in a session log.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     #[error("the model API key environment variable {var} is not set or is empty")]
     MissingApiKey { var: String },
