@@ -19,7 +19,7 @@ pub(crate) const SUPPORTED: bool = true;
 // `int 0x80` from an x86_64 process reports AUDIT_ARCH_I386, and an
 // AArch32 task on arm64 AUDIT_ARCH_ARM; both die on their first
 // syscall instead of reaching a socket. (Tested: the socketcall case
-// in crates/stockade-cli/tests/landlock_run.rs.)
+// in crates/landlock-run/tests/landlock_run.rs.)
 #[cfg(target_arch = "x86_64")]
 const ARCH: TargetArch = TargetArch::x86_64;
 #[cfg(target_arch = "aarch64")]
