@@ -640,36 +640,6 @@ pub(crate) fn check_runners(sel: &Selected, guards: &[PathBuf]) -> Result<(), Sa
     Ok(())
 }
 
-/// An operator runner named by path (or found on an absolute PATH entry).
-pub(crate) fn check_runner_command(
-    program: &Path,
-    guards: &[PathBuf],
-) -> Result<(), SandboxUnavailable> {
-    let resolved = if program.components().count() > 1 {
-        Some(program.to_path_buf())
-    } else {
-        std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .filter(|d| d.is_absolute())
-                .map(|d| d.join(program))
-                .find(|c| c.is_file())
-        })
-    };
-    if let Some(path) = resolved
-        && let Some(root) = beneath(&path, guards)
-    {
-        return Err(SandboxUnavailable::single(
-            "runner-command",
-            format!(
-                "runner {} lies beneath the writable root {}, where a confined command could replace it",
-                path.display(),
-                root.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// What `backend` does not govern on this host in `mode`, by name.
 pub(crate) fn gaps_for(
     backend: Backend,

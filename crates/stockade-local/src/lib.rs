@@ -8,6 +8,8 @@
 //! | other | none | fails closed |
 #![forbid(unsafe_code)]
 
+#[cfg(unix)]
+mod bwrap;
 mod cache;
 #[cfg(unix)]
 mod confine;
@@ -26,10 +28,16 @@ mod host;
 mod network;
 #[cfg(unix)]
 pub use network::ENV_TEST_RESOLVE;
+#[cfg(unix)]
+mod landlock;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(unix)]
+mod linux_chain;
 pub mod profile;
 mod rung;
+#[cfg(unix)]
+mod runner_command;
 pub mod seatbelt;
 mod settings;
 
@@ -44,7 +52,7 @@ use stockade_core::{
 use stockade_roots::RootPins;
 
 pub use host::{Host, default_host};
-pub use rung::PlatformRung;
+pub use rung::{PlatformRung, Rung};
 pub use settings::{
     BackendPreference, LocalSettings, RunnerCommand, SettingsError, create_group_caches,
 };
@@ -685,128 +693,31 @@ impl LocalProvider {
                 .map_err(|e| SandboxUnavailable::single(confine::ROOTS, e.to_string()))?;
         }
         let guards = confine::runner_guards(&self.pins, policy.workspace_root());
-        if let Some(rc) = &self.settings.runner_command {
-            if let Some(program) = rc.argv().first() {
-                confine::check_runner_command(Path::new(program), &guards)?;
+        if let Some(command) = &self.settings.runner_command {
+            return runner_command::OperatorRunner {
+                provider: self,
+                command,
+                guards: &guards,
             }
-            let mut prepared =
-                confine::prepare(&self.pins, self.host_facts(), policy, None, None, &[])?;
-            let net = network::for_run(
-                &self.proxies,
-                None,
-                &policy.network,
-                self.host_facts().landlock_abi,
-                self.host_facts().supervised,
-                None,
-                &self.pins,
-            )?;
-            prepared.profile.net = net.profile;
-            let mut out = rc.argv().to_vec();
-            // An operator-asserted runner owns its descriptor hygiene.
-            out.extend(profile::bwrap_args(&prepared.profile, argv));
-            return Ok(Confined {
-                argv: out,
-                backend: "runner-command",
-                enforcement: Enforcement::Full,
-                denial_signatures: vec![profile::BWRAP_DENIAL.into()],
-                runner_failure_rules: profile::signature_rules(rc.failure_signatures()),
-                writable_roots: prepared.writable,
-                pass_fds: prepared.pass_fds,
-                status: None,
-                gaps: prepared.gaps,
-                // An operator runner is asserted, not ours: it gets the
-                // environment as it is.
-                runner_env_remove: vec![],
-                deny_read: prepared.deny_read,
-                read_only: prepared.read_only,
-                network_log: None,
-                after_run: prepared.after_run,
-            });
+            .confine(argv, policy);
         }
-        let sel = self.selected_guarding(&guards)?;
-        let backend = match sel.backend {
-            SelectedBackend::Seatbelt => {
-                // Seatbelt grants each root in both its given and its
-                // canonical spelling, so it takes the policy as given.
-                return seatbelt::confine(&sel.runner, self.host.as_ref(), policy, argv);
+        let selected = self.selected_guarding(&guards)?;
+        let chain = linux_chain::Chain {
+            provider: self,
+            selected,
+            guards: &guards,
+        };
+        match selected.backend {
+            SelectedBackend::Seatbelt => seatbelt::Seatbelt {
+                runner: &selected.runner,
+                host: self.host.as_ref(),
             }
-            SelectedBackend::Linux(b) => b,
-        };
-        confine::check_runners(sel, &guards)?;
-        // What decides every later run: no extra root may contain it.
-        for path in std::iter::once(&sel.runner).chain(sel.fd_closer.as_ref()) {
-            self.pins.add_control_path("runner", path);
+            .confine(argv, policy),
+            SelectedBackend::Linux(Backend::Bwrap) => bwrap::Bwrap(chain).confine(argv, policy),
+            SelectedBackend::Linux(Backend::Landlock) => {
+                landlock::Landlock(chain).confine(argv, policy)
+            }
         }
-        let mut prepared = confine::prepare(
-            &self.pins,
-            self.host_facts(),
-            policy,
-            Some(backend),
-            sel.fd_closer.as_deref(),
-            &self.settings.allow_sockets,
-        )?;
-        let (runner_env_remove, command_env) = profile::loader_env(std::env::vars_os());
-        prepared.profile.command_env = command_env;
-        let proxy_dir = self
-            .settings
-            .verdict_cache_dir
-            .clone()
-            .or_else(LocalSettings::default_verdict_cache_dir);
-        let net = network::for_run(
-            &self.proxies,
-            Some(backend),
-            &policy.network,
-            self.host_facts().landlock_abi,
-            self.host_facts().supervised,
-            proxy_dir.as_deref(),
-            &self.pins,
-        )?;
-        prepared.profile.net = net.profile;
-        prepared.profile.command_env.extend(net.env);
-        prepared.gaps.extend(net.gaps);
-        prepared.profile.allow_listen = policy.network.listen_ports().to_vec();
-        if backend == Backend::Bwrap && !prepared.profile.allow_listen.is_empty() {
-            prepared.gaps.push(stockade_core::Gap::new(
-                stockade_core::gaps::LISTEN,
-                "--allow-listen: the listener is on the sandbox's private loopback, which nothing on the host can reach (use the landlock backend for a dev server)",
-            ));
-        }
-        let runner = sel.runner.as_os_str();
-        let mut gaps = confine::gaps_for(
-            backend,
-            policy.mode,
-            self.host_facts().landlock_abi,
-            self.host_facts().supervised,
-            &self.settings.allow_sockets,
-        );
-        gaps.append(&mut prepared.gaps);
-        let (args, denial) = match backend {
-            Backend::Bwrap => (
-                profile::bwrap_args(&prepared.profile, argv),
-                profile::BWRAP_DENIAL,
-            ),
-            Backend::Landlock => (
-                profile::landlock_args(&prepared.profile, argv),
-                profile::LANDLOCK_DENIAL,
-            ),
-        };
-        Ok(Confined {
-            argv: profile::with_runner(runner, args),
-            backend: backend.as_str(),
-            enforcement: sel.enforcement,
-            denial_signatures: vec![denial.into()],
-            // The status channel decides runner failure; no stderr rule.
-            runner_failure_rules: vec![],
-            writable_roots: prepared.writable,
-            pass_fds: prepared.pass_fds,
-            status: Some(confine::status_channel()),
-            gaps,
-            runner_env_remove,
-            deny_read: prepared.deny_read,
-            read_only: prepared.read_only,
-            network_log: net.log,
-            after_run: prepared.after_run,
-        })
     }
 }
 

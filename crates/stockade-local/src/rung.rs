@@ -4,14 +4,12 @@ use stockade_core::{Confined, SandboxPolicy, SandboxUnavailable, SessionEndError
 
 use crate::{BackendReport, Platform};
 
-/// A platform's backend built in a crate of its own. The Windows
-/// restricted-token rung lives in `stockade-windows`, which depends on this
-/// crate (never the reverse) and is mounted with
-/// [`LocalProvider::with_rung`](crate::LocalProvider::with_rung). Without a
-/// mounted rung that platform's chain fails closed.
-pub trait PlatformRung: Send + Sync {
-    /// The one platform this rung serves.
-    fn platform(&self) -> Platform;
+/// One backend: it turns a command and its resolved policy into the
+/// runner's argv and the facts of the run. Every backend is one: bwrap,
+/// Landlock, Seatbelt and an operator's `runner_command` in this crate, the
+/// Windows restricted token in `stockade-windows`;
+/// [`LocalProvider`](crate::LocalProvider) only selects one and delegates.
+pub trait Rung: Send + Sync {
     /// Its backend name, as in [`Confined::backend`].
     fn backend(&self) -> &'static str;
     fn confine(
@@ -19,6 +17,16 @@ pub trait PlatformRung: Send + Sync {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable>;
+}
+
+/// A platform's rung built in a crate of its own. The Windows
+/// restricted-token rung lives in `stockade-windows`, which depends on this
+/// crate (never the reverse) and is mounted with
+/// [`LocalProvider::with_rung`](crate::LocalProvider::with_rung). Without a
+/// mounted rung that platform's chain fails closed.
+pub trait PlatformRung: Rung {
+    /// The one platform this rung serves.
+    fn platform(&self) -> Platform;
     /// Its line in `stockade probe`.
     fn report(&self) -> BackendReport;
     /// Session `session` is over (see

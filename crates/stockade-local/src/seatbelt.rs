@@ -25,7 +25,7 @@ use stockade_core::{
     SandboxUnavailable,
 };
 
-use crate::{BackendReport, Host, profile};
+use crate::{BackendReport, Host, Rung, profile};
 
 /// The backend's name, as in [`Confined::backend`].
 pub const BACKEND: &str = "seatbelt";
@@ -230,38 +230,51 @@ pub fn seatbelt_rules() -> Vec<RunnerFailureRule> {
     }]
 }
 
-/// The confined argv and its dialect; `runner` is the selection's, which is
-/// always [`SANDBOX_EXEC`].
+/// The macOS rung; `runner` is the selection's, which is always
+/// [`SANDBOX_EXEC`].
 // Only the Unix confine path reaches Seatbelt (it runs on macOS alone).
 #[cfg_attr(not(unix), allow(dead_code))]
-pub(crate) fn confine(
-    runner: &Path,
-    host: &dyn Host,
-    policy: &SandboxPolicy,
-    argv: &[OsString],
-) -> Result<Confined, SandboxUnavailable> {
-    let args = seatbelt_args(policy, &HostPaths::gather(host, policy), argv)
-        .map_err(|d| SandboxUnavailable::single(BACKEND, d))?;
-    Ok(Confined {
-        argv: profile::with_runner(runner.as_os_str(), args),
-        backend: BACKEND,
-        enforcement: Enforcement::Full,
-        denial_signatures: vec![SEATBELT_DENIAL.into()],
-        runner_failure_rules: seatbelt_rules(),
-        writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
-        pass_fds: vec![],
-        status: None,
-        gaps: [
-            stockade_core::files::unenforced(&policy.files, BACKEND),
-            stockade_core::net::unenforced(&policy.network, BACKEND),
-        ]
-        .concat(),
-        runner_env_remove: vec![],
-        deny_read: vec![],
-        read_only: vec![],
-        network_log: None,
-        after_run: None,
-    })
+pub(crate) struct Seatbelt<'a> {
+    pub runner: &'a Path,
+    pub host: &'a dyn Host,
+}
+
+impl Rung for Seatbelt<'_> {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    /// Seatbelt grants each root in both its given and its canonical
+    /// spelling, so it takes the policy as given.
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &SandboxPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        let Seatbelt { runner, host } = *self;
+        let args = seatbelt_args(policy, &HostPaths::gather(host, policy), argv)
+            .map_err(|d| SandboxUnavailable::single(BACKEND, d))?;
+        Ok(Confined {
+            argv: profile::with_runner(runner.as_os_str(), args),
+            backend: BACKEND,
+            enforcement: Enforcement::Full,
+            denial_signatures: vec![SEATBELT_DENIAL.into()],
+            runner_failure_rules: seatbelt_rules(),
+            writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
+            pass_fds: vec![],
+            status: None,
+            gaps: [
+                stockade_core::files::unenforced(&policy.files, BACKEND),
+                stockade_core::net::unenforced(&policy.network, BACKEND),
+            ]
+            .concat(),
+            runner_env_remove: vec![],
+            deny_read: vec![],
+            read_only: vec![],
+            network_log: None,
+            after_run: None,
+        })
+    }
 }
 
 /// Seatbelt's line in `stockade probe`: no probe runs, the line says whether

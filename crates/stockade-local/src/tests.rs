@@ -423,10 +423,7 @@ fn report_lists_every_backend_and_the_auto_choice() {
 
 struct FakeRung;
 
-impl PlatformRung for FakeRung {
-    fn platform(&self) -> Platform {
-        Platform::Windows
-    }
+impl Rung for FakeRung {
     fn backend(&self) -> &'static str {
         "restricted-token"
     }
@@ -453,6 +450,12 @@ impl PlatformRung for FakeRung {
             network_log: None,
             after_run: None,
         })
+    }
+}
+
+impl PlatformRung for FakeRung {
+    fn platform(&self) -> Platform {
+        Platform::Windows
     }
     fn report(&self) -> BackendReport {
         BackendReport {
@@ -495,10 +498,7 @@ fn a_mounted_rung_serves_only_its_platform() {
 #[derive(Default)]
 struct EndingRung(Mutex<Vec<String>>);
 
-impl PlatformRung for EndingRung {
-    fn platform(&self) -> Platform {
-        Platform::Windows
-    }
+impl Rung for EndingRung {
     fn backend(&self) -> &'static str {
         "restricted-token"
     }
@@ -508,6 +508,12 @@ impl PlatformRung for EndingRung {
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
         FakeRung.confine(argv, policy)
+    }
+}
+
+impl PlatformRung for EndingRung {
+    fn platform(&self) -> Platform {
+        Platform::Windows
     }
     fn report(&self) -> BackendReport {
         FakeRung.report()

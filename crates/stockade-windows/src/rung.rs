@@ -17,7 +17,7 @@ use stockade_core::{
     Confined, ConfiningMode, Enforcement, RunnerFailureRule, SandboxPolicy, SandboxUnavailable,
     SessionEndError,
 };
-use stockade_local::{BackendReport, Platform, PlatformRung};
+use stockade_local::{BackendReport, Platform, PlatformRung, Rung};
 
 use crate::api::Win32;
 use crate::error::{Error, Step};
@@ -201,11 +201,7 @@ pub fn failure_rules() -> Vec<RunnerFailureRule> {
     vec![runner::failure_rule()]
 }
 
-impl<W: Win32> PlatformRung for WindowsRung<W> {
-    fn platform(&self) -> Platform {
-        Platform::Windows
-    }
-
+impl<W: Win32> Rung for WindowsRung<W> {
     fn backend(&self) -> &'static str {
         BACKEND
     }
@@ -245,6 +241,12 @@ impl<W: Win32> PlatformRung for WindowsRung<W> {
             network_log: None,
             after_run: None,
         })
+    }
+}
+
+impl<W: Win32> PlatformRung for WindowsRung<W> {
+    fn platform(&self) -> Platform {
+        Platform::Windows
     }
 
     fn end_session(&self, session: &str) -> Result<(), SessionEndError> {
