@@ -2,9 +2,8 @@
 //! Unix sockets, signals) plus, where Landlock cannot confine Unix sockets, a
 //! seccomp filter. Grammar, exit codes, the status channel, the isolation
 //! facts and the exact lines printed: this crate's README.md.
-// `unsafe` is denied everywhere but `sys` (the launcher's few calls no safe
-// wrapper offers) and the supervisor's `supervise/mod.rs` and
-// `supervise/notify.rs`, each block with a SAFETY note.
+// `unsafe` is denied everywhere but `sys`, the system calls no safe wrapper
+// offers (its one allowance), each block with a SAFETY note.
 #![deny(unsafe_code)]
 
 /// The launcher: Landlock exists only on Linux, so this is one failure.

@@ -1,10 +1,15 @@
-//! Every `unsafe` of the launcher outside the supervisor: the few calls no
-//! safe wrapper offers (F_GETFD, taking an inherited descriptor, fork,
-//! close_range, TIOCNOTTY). Each function states what its callers must
-//! uphold where the proof is not local; each block has its SAFETY note.
+//! Every `unsafe` of the crate: the calls no safe wrapper offers, for the
+//! launcher (F_GETFD, taking an inherited descriptor, fork, close_range,
+//! TIOCNOTTY) and for the supervisor (the seccomp listener and its ioctls,
+//! reading the child's memory, signals and waits, the inode-flag ioctl).
+//! Each function states what its callers must uphold where the proof is not
+//! local; each block has its SAFETY note. Everything else is safe code.
 #![allow(unsafe_code)]
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use rustix::io::Errno;
 
 /// Whether descriptor `n` is open in this process.
 pub(crate) fn fd_is_open(n: RawFd) -> bool {
@@ -39,12 +44,12 @@ pub(crate) fn with_std_fd<R>(n: RawFd, f: impl FnOnce(BorrowedFd<'_>) -> R) -> O
 }
 
 /// fork(2): -1, 0 in the child, the child's pid in the parent. Only while
-/// this process is single threaded (`bridge::start`, in close-fds mode,
-/// before any thread), so that the child may run any code.
+/// this process is single threaded, so that the child may run any code:
+/// `bridge::start` (close-fds mode starts no thread before it) and
+/// `supervise::run` (the launcher starts no thread before supervision).
 pub(crate) fn fork() -> libc::pid_t {
-    // SAFETY: this process is single threaded (close-fds mode starts no
-    // thread before this point, the one caller), so the child may run any
-    // code.
+    // SAFETY: this process is single threaded here (both callers, above),
+    // so the child may run any code after fork.
     unsafe { libc::fork() }
 }
 
@@ -108,5 +113,207 @@ pub(crate) fn tiocnotty(tty: &OwnedFd) -> std::io::Result<()> {
     match rc {
         0 => Ok(()),
         _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// Installs `program` with SECCOMP_FILTER_FLAG_NEW_LISTENER: the new
+/// user-notification listener. no_new_privs must be set (Landlock's).
+pub(crate) fn seccomp_new_listener(program: &seccompiler::BpfProgram) -> io::Result<OwnedFd> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(program.len()).map_err(io::Error::other)?,
+        filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+    };
+    // SAFETY: `fprog` points to `program`, a live vector of sock_filter
+    // (seccompiler's type is #[repr(C)] with libc's layout) that outlives the
+    // call; the kernel copies the program. no_new_privs is set (Landlock).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(rc).map_err(io::Error::other)?;
+    // SAFETY: the kernel just returned `fd` as a new descriptor of ours,
+    // owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// ioctl(fd, request, arg) where the request's argument type is T: private,
+/// so that every request it is called with is one of the notification
+/// ioctls below, each with its own type.
+fn ioctl_ptr<T>(fd: BorrowedFd<'_>, request: libc::Ioctl, arg: *mut T) -> io::Result<i32> {
+    // SAFETY: every caller passes a request whose argument type is T (the
+    // seccomp notification ioctls, per linux/seccomp.h), and `arg` points to
+    // a live, properly aligned T for the duration of the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, arg) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// SECCOMP_IOCTL_NOTIF_RECV: blocks for the next notification.
+pub(crate) fn notif_recv(listener: &OwnedFd) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: seccomp_notif is plain old data; the kernel requires it
+    // zeroed on entry.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    ioctl_ptr(listener.as_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n)?;
+    Ok(n)
+}
+
+/// SECCOMP_IOCTL_NOTIF_ID_VALID: the thread still waits in call `id`.
+pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    ioctl_ptr(
+        listener.as_fd(),
+        libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+        &mut id,
+    )
+    .is_ok()
+}
+
+/// SECCOMP_IOCTL_NOTIF_ADDFD.
+pub(crate) fn notif_addfd(
+    listener: &OwnedFd,
+    add: &mut libc::seccomp_notif_addfd,
+) -> io::Result<i32> {
+    ioctl_ptr(listener.as_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, add)
+}
+
+/// SECCOMP_IOCTL_NOTIF_SEND.
+pub(crate) fn notif_send(
+    listener: &OwnedFd,
+    resp: &mut libc::seccomp_notif_resp,
+) -> io::Result<i32> {
+    ioctl_ptr(listener.as_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, resp)
+}
+
+/// poll(2) of `fd` for `events` with a zero timeout: (rc, revents).
+pub(crate) fn poll_now(fd: &OwnedFd, events: libc::c_short) -> (libc::c_int, libc::c_short) {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the call; a zero timeout never blocks.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    (rc, pfd.revents)
+}
+
+/// process_vm_readv of `buf.len()` bytes at `addr` in thread `tid`: the
+/// number of bytes read, or -1 (errno set).
+pub(crate) fn process_vm_read(tid: u32, addr: u64, buf: &mut [u8]) -> isize {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, which we own mutably for the call;
+    // `remote` is only read by the kernel in the other process's address
+    // space, where a bad address is an error (EFAULT), never our memory.
+    unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) }
+}
+
+/// A governed inode-flag ioctl on `file` with our copy of the argument;
+/// ENOTTY unless `cmd` is one of them and `arg` exactly its size.
+pub(crate) fn ioctl_set(file: &OwnedFd, cmd: u32, arg: &mut [u8]) -> Result<i32, Errno> {
+    if crate::supervise::ioctl_arg_len(cmd) != Some(arg.len()) {
+        return Err(Errno::NOTTY);
+    }
+    // SAFETY: `cmd` is one of the set-only inode ioctls whose argument is
+    // exactly `arg.len()` bytes (checked above against the same table); the
+    // kernel only reads that buffer, which we own for the call.
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            cmd as libc::Ioctl,
+            arg.as_mut_ptr().cast::<libc::c_void>(),
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        Err(Errno::from_io_error(&e).unwrap_or(Errno::IO))
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A signal set of `signals`.
+pub(crate) fn signal_set(signals: &[i32]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it and
+    // sigaddset only sets bits for valid signal numbers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in signals {
+            libc::sigaddset(&mut set, *sig);
+        }
+        set
+    }
+}
+
+/// Blocks `set` in this thread (and the threads it starts).
+pub(crate) fn block_signals(set: &libc::sigset_t) {
+    // SAFETY: `set` is initialised; the old mask is not wanted (null).
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) };
+}
+
+/// sigwaitinfo(2) on `set`: the signal and its si_code, None on error.
+pub(crate) fn sigwaitinfo(set: &libc::sigset_t) -> Option<(i32, i32)> {
+    // SAFETY: siginfo_t is plain data filled by the kernel.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` and `info` are valid for the call.
+    let sig = unsafe { libc::sigwaitinfo(set, &mut info) };
+    (sig >= 0).then_some((sig, info.si_code))
+}
+
+/// kill(2).
+pub(crate) fn kill(pid: libc::pid_t, sig: i32) {
+    // SAFETY: kill takes a pid and a signal number; no memory.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// raise(3).
+pub(crate) fn raise(sig: i32) {
+    // SAFETY: raise only sends a signal to this process.
+    unsafe { libc::raise(sig) };
+}
+
+/// waitpid(2): its return value and the wait status.
+pub(crate) fn waitpid(pid: libc::pid_t, options: i32) -> (libc::pid_t, i32) {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into our local.
+    let rc = unsafe { libc::waitpid(pid, &mut status, options) };
+    (rc, status)
+}
+
+/// Dies of `sig` as the command did: no core (the command's own was
+/// already written), the default action, the signal unblocked and raised.
+/// Returns only if the signal does not end the process.
+pub(crate) fn die_of(sig: i32) {
+    let limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain system calls on this process; `limit` and the
+    // emptied set are valid for each call. No core of the supervisor is
+    // wanted, the command's own was already written.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &limit);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
     }
 }

@@ -22,7 +22,8 @@
 //!
 //! A later change can ask the approval chain about one refused path: the
 //! refusal is made in one place (`Fence::perform`) while the thread waits.
-#![allow(unsafe_code)]
+//! The system calls that need `unsafe` are in `crate::sys`.
+#![forbid(unsafe_code)]
 
 mod fence;
 mod filter;
@@ -30,7 +31,7 @@ mod notify;
 
 use std::fmt::Display;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, Signal};
@@ -38,6 +39,11 @@ use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, Signal};
 use fence::{Child, Outcome};
 pub use fence::{ConnectRules, Fence};
 use notify::{Decoded, Listener};
+
+use crate::sys;
+
+/// For `sys::ioctl_set`, which checks its argument against this table.
+pub(crate) use filter::ioctl_arg_len;
 
 /// Worker threads answering notifications: a call that blocks (a FIFO opened
 /// for writing waits for a reader) must not stall every other one.
@@ -75,9 +81,8 @@ pub fn run(fence: Fence, launcher: Launcher) -> ! {
     let (go_read, mut go_write) =
         std::io::pipe().unwrap_or_else(|e| fail(format_args!("pipe: {e}")));
     let parent = rustix::process::getpid();
-    // SAFETY: this process is single threaded here (the launcher starts no
-    // thread before supervision), so the child may run any code after fork.
-    let pid = unsafe { libc::fork() };
+    // Single threaded here: the launcher starts no thread before supervision.
+    let pid = sys::fork();
     if pid < 0 {
         fail(format_args!("fork: {}", std::io::Error::last_os_error()));
     }
@@ -184,34 +189,12 @@ fn install() -> Result<OwnedFd, String> {
         seccompiler::apply_filter(&program).map_err(err)?;
     }
     let program = filter::notify_program()?;
-    let fprog = libc::sock_fprog {
-        len: u16::try_from(program.len()).map_err(err)?,
-        filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
-    };
-    // SAFETY: `fprog` points to `program`, a live vector of sock_filter
-    // (seccompiler's type is #[repr(C)] with libc's layout) that outlives the
-    // call; the kernel copies the program. no_new_privs is set (Landlock).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EBUSY) => {
-                "another seccomp listener is already installed (nested supervision)".into()
-            }
-            _ => e.to_string(),
-        });
-    }
-    let fd = i32::try_from(rc).map_err(err)?;
-    // SAFETY: the kernel just returned `fd` as a new descriptor of ours,
-    // owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    sys::seccomp_new_listener(&program).map_err(|e| match e.raw_os_error() {
+        Some(libc::EBUSY) => {
+            "another seccomp listener is already installed (nested supervision)".into()
+        }
+        _ => e.to_string(),
+    })
 }
 
 /// One worker: receive, decode, check the thread is still waiting, perform,
@@ -247,16 +230,13 @@ fn serve(fence: &Fence, listener: &Listener, child: Pid) {
 /// The signals the main thread waits for; blocked in every thread (workers
 /// inherit the mask), so none interrupts a worker or kills the supervisor.
 fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data; sigemptyset initialises it and
-    // sigaddset only sets bits for valid signal numbers.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in FORWARDED.iter().chain(&STOPS).chain(&[libc::SIGCHLD]) {
-            libc::sigaddset(&mut set, *sig);
-        }
-        set
-    }
+    let signals: Vec<i32> = FORWARDED
+        .iter()
+        .chain(&STOPS)
+        .chain(&[libc::SIGCHLD])
+        .copied()
+        .collect();
+    sys::signal_set(&signals)
 }
 
 const FORWARDED: [i32; 8] = [
@@ -272,9 +252,7 @@ const FORWARDED: [i32; 8] = [
 const STOPS: [i32; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
 
 fn block_signals() {
-    let set = signal_set();
-    // SAFETY: `set` is initialised; the old mask is not wanted (null).
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    sys::block_signals(&signal_set());
 }
 
 /// The main thread: pass signals on, reap, and follow the command out.
@@ -287,13 +265,9 @@ fn supervise(child: Pid) -> ! {
         exit_like(status);
     }
     loop {
-        // SAFETY: siginfo_t is plain data filled by the kernel.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` and `info` are valid for the call.
-        let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
-        if sig < 0 {
+        let Some((sig, si_code)) = sys::sigwaitinfo(&set) else {
             continue;
-        }
+        };
         if sig == libc::SIGCHLD {
             if let Some(status) = reap(child) {
                 kill_leftovers();
@@ -304,15 +278,13 @@ fn supervise(child: Pid) -> ! {
         // The command shares the launcher's process group, so a terminal's
         // signals (sent by the kernel) and a group kill already reached it;
         // what was sent to the launcher alone is passed on.
-        let from_kernel = info.si_code == libc::SI_KERNEL;
+        let from_kernel = si_code == libc::SI_KERNEL;
         if !from_kernel || STOPS.contains(&sig) {
-            // SAFETY: kill takes a pid and a signal number; no memory.
-            unsafe { libc::kill(child.as_raw_nonzero().get(), sig) };
+            sys::kill(child.as_raw_nonzero().get(), sig);
         }
         if STOPS.contains(&sig) {
             // Stop with the job, as the launcher would without supervision.
-            // SAFETY: raise only sends a signal to this process.
-            unsafe { libc::raise(libc::SIGSTOP) };
+            sys::raise(libc::SIGSTOP);
         }
     }
 }
@@ -321,9 +293,7 @@ fn supervise(child: Pid) -> ! {
 fn reap(child: Pid) -> Option<i32> {
     let mut done = None;
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into our local.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        let (pid, status) = sys::waitpid(-1, libc::WNOHANG);
         if pid <= 0 {
             return done;
         }
@@ -334,10 +304,8 @@ fn reap(child: Pid) -> Option<i32> {
 }
 
 fn wait_for(child: Pid) -> i32 {
-    let mut status = 0;
     loop {
-        // SAFETY: as in reap.
-        let pid = unsafe { libc::waitpid(child.as_raw_nonzero().get(), &mut status, 0) };
+        let (pid, status) = sys::waitpid(child.as_raw_nonzero().get(), 0);
         if pid >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             return status;
         }
@@ -383,11 +351,10 @@ fn kill_leftovers() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for pid in killed_children {
-            let mut status = 0;
             loop {
-                // SAFETY: as in reap. __WALL: a child made by clone with
-                // another exit signal is waited for too.
-                let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+                // __WALL: a child made by clone with another exit signal is
+                // waited for too.
+                let (r, _) = sys::waitpid(pid, libc::__WALL);
                 if r >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
                     break;
                 }
@@ -407,9 +374,7 @@ fn kill_leftovers() {
 /// Reaps every child that has already exited, without waiting.
 fn reap_zombies() {
     loop {
-        let mut status = 0;
-        // SAFETY: as in reap.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+        let (pid, _) = sys::waitpid(-1, libc::WNOHANG | libc::__WALL);
         if pid <= 0 {
             return;
         }
@@ -419,9 +384,7 @@ fn reap_zombies() {
 /// Whether every child left (zombies were just reaped) is one we may not
 /// signal.
 fn no_children_but(untouchable: &[i32]) -> bool {
-    let mut status = 0;
-    // SAFETY: as in reap.
-    let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+    let (r, _) = sys::waitpid(-1, libc::WNOHANG | libc::__WALL);
     if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
         return true;
     }
@@ -509,22 +472,7 @@ fn children_of(pid: &str) -> Vec<i32> {
 fn exit_like(status: i32) -> ! {
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
-        let limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: plain system calls on this process; `limit` and the
-        // emptied set are valid for each call. No core of the supervisor is
-        // wanted, the command's own was already written.
-        unsafe {
-            libc::setrlimit(libc::RLIMIT_CORE, &limit);
-            libc::signal(sig, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, sig);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::raise(sig);
-        }
+        sys::die_of(sig);
         std::process::exit(128 + sig);
     }
     std::process::exit(libc::WEXITSTATUS(status))

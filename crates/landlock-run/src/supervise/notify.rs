@@ -1,16 +1,17 @@
 //! The kernel side of supervision: the seccomp listener (receive, check,
 //! answer, install a descriptor), reading the child's memory, and the one
-//! ioctl performed for it. Every `unsafe` of the supervisor is here or in
-//! `mod.rs`, each with its SAFETY note; the decoding is safe code.
-#![allow(unsafe_code)]
+//! ioctl performed for it. The system calls themselves are in `crate::sys`;
+//! the decoding is safe code.
+#![forbid(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use rustix::io::Errno;
 
 use super::fence::{Call, Outcome, Target};
 use super::filter::{self, Sys};
+use crate::sys;
 
 /// One notification: which thread, which call, its registers.
 #[derive(Debug, Clone, Copy)]
@@ -25,18 +26,6 @@ pub struct Listener {
     fd: OwnedFd,
 }
 
-fn ioctl_ptr<T>(fd: BorrowedFd<'_>, request: libc::Ioctl, arg: *mut T) -> io::Result<i32> {
-    // SAFETY: every caller passes a request whose argument type is T (the
-    // seccomp notification ioctls, per linux/seccomp.h), and `arg` points to
-    // a live, properly aligned T for the duration of the call.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, arg) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
 impl Listener {
     pub fn new(fd: OwnedFd) -> Listener {
         Listener { fd }
@@ -46,11 +35,8 @@ impl Listener {
     /// went away before it could be read (ENOENT); try again. `Err` with
     /// `ErrorKind::NotConnected`: no process uses the filter any more.
     pub fn recv(&self) -> io::Result<Option<Request>> {
-        // SAFETY: seccomp_notif is plain old data; the kernel requires it
-        // zeroed on entry.
-        let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-        match ioctl_ptr(self.fd.as_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) {
-            Ok(_) => Ok(Some(Request {
+        match sys::notif_recv(&self.fd) {
+            Ok(n) => Ok(Some(Request {
                 id: n.id,
                 tid: n.pid,
                 nr: i64::from(n.data.nr),
@@ -70,23 +56,14 @@ impl Listener {
 
     /// The listener reports POLLHUP when no task uses the filter.
     fn hung_up(&self) -> bool {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the call; a zero timeout never blocks.
-        let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-        rc > 0
-            && pfd.revents & libc::POLLIN == 0
-            && pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0
+        let (rc, revents) = sys::poll_now(&self.fd, libc::POLLIN);
+        rc > 0 && revents & libc::POLLIN == 0 && revents & (libc::POLLHUP | libc::POLLERR) != 0
     }
 
     /// The thread is still blocked in this very call: what was read from
     /// its memory and /proc belongs to it, not to a recycled tid.
     pub fn valid(&self, id: u64) -> bool {
-        let mut id = id;
-        ioctl_ptr(self.fd.as_fd(), libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id).is_ok()
+        sys::notif_id_valid(&self.fd, id)
     }
 
     /// Answers `id`. A thread that died meanwhile (ENOENT) needs no answer.
@@ -109,7 +86,7 @@ impl Listener {
                 };
                 // With FLAG_SEND the install and the answer are one step:
                 // the call returns the new number, nothing else can answer.
-                if ioctl_ptr(self.fd.as_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &mut add).is_ok() {
+                if sys::notif_addfd(&self.fd, &mut add).is_ok() {
                     return;
                 }
                 (0, -libc::EMFILE)
@@ -121,7 +98,7 @@ impl Listener {
             error,
             flags,
         };
-        let _ = ioctl_ptr(self.fd.as_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp);
+        let _ = sys::notif_send(&self.fd, &mut resp);
     }
 }
 
@@ -130,18 +107,7 @@ fn read_exact(tid: u32, addr: u64, buf: &mut [u8]) -> Result<(), Errno> {
     if buf.is_empty() {
         return Ok(());
     }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` describes `buf`, which we own mutably for the call;
-    // `remote` is only read by the kernel in the other process's address
-    // space, where a bad address is an error (EFAULT), never our memory.
-    let n = unsafe { libc::process_vm_readv(tid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    let n = sys::process_vm_read(tid, addr, buf);
     if n == buf.len() as isize {
         Ok(())
     } else if n < 0 {
@@ -507,23 +473,8 @@ pub fn decode(req: &Request) -> Result<Decoded, Errno> {
 /// Performs a governed inode-flag ioctl on `file` with the child's argument,
 /// copied: the kernel reads our copy, not memory the child can still change.
 pub fn ioctl_set(file: &OwnedFd, cmd: u32, arg: &mut [u8]) -> Outcome {
-    if filter::ioctl_arg_len(cmd) != Some(arg.len()) {
-        return Outcome::Err(Errno::NOTTY);
-    }
-    // SAFETY: `cmd` is one of the set-only inode ioctls whose argument is
-    // exactly `arg.len()` bytes (checked above against the same table); the
-    // kernel only reads that buffer, which we own for the call.
-    let rc = unsafe {
-        libc::ioctl(
-            file.as_raw_fd(),
-            cmd as libc::Ioctl,
-            arg.as_mut_ptr().cast::<libc::c_void>(),
-        )
-    };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        Outcome::Err(Errno::from_io_error(&e).unwrap_or(Errno::IO))
-    } else {
-        Outcome::Value(i64::from(rc))
+    match sys::ioctl_set(file, cmd, arg) {
+        Ok(rc) => Outcome::Value(i64::from(rc)),
+        Err(e) => Outcome::Err(e),
     }
 }
