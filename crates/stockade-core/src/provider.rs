@@ -60,6 +60,87 @@ pub struct Confined {
     pub after_run: Option<AfterRunHandle>,
 }
 
+impl Confined {
+    /// The one constructor: what every wrap has (the argv to spawn, the
+    /// backend that built it, how fully it confines). Every other fact
+    /// starts empty (no descriptors, no status channel, no gaps, ...) and
+    /// is added with its `with_*` call, so a new fact is one method here
+    /// rather than one more field at every backend.
+    pub fn new(argv: Vec<OsString>, backend: &'static str, enforcement: Enforcement) -> Self {
+        Self {
+            argv,
+            backend,
+            enforcement,
+            denial_signatures: Vec::new(),
+            runner_failure_rules: Vec::new(),
+            writable_roots: Vec::new(),
+            pass_fds: Vec::new(),
+            status: None,
+            gaps: Vec::new(),
+            runner_env_remove: Vec::new(),
+            deny_read: Vec::new(),
+            read_only: Vec::new(),
+            network_log: None,
+            after_run: None,
+        }
+    }
+
+    pub fn with_denial_signatures(mut self, signatures: Vec<String>) -> Self {
+        self.denial_signatures = signatures;
+        self
+    }
+
+    pub fn with_runner_failure_rules(mut self, rules: Vec<RunnerFailureRule>) -> Self {
+        self.runner_failure_rules = rules;
+        self
+    }
+
+    pub fn with_writable_roots(mut self, roots: Vec<PathBuf>) -> Self {
+        self.writable_roots = roots;
+        self
+    }
+
+    pub fn with_pass_fds(mut self, fds: Vec<PassFd>) -> Self {
+        self.pass_fds = fds;
+        self
+    }
+
+    pub fn with_status(mut self, status: StatusChannel) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn with_gaps(mut self, gaps: Vec<Gap>) -> Self {
+        self.gaps = gaps;
+        self
+    }
+
+    pub fn with_runner_env_remove(mut self, names: Vec<OsString>) -> Self {
+        self.runner_env_remove = names;
+        self
+    }
+
+    pub fn with_deny_read(mut self, paths: Vec<PathBuf>) -> Self {
+        self.deny_read = paths;
+        self
+    }
+
+    pub fn with_read_only(mut self, paths: Vec<PathBuf>) -> Self {
+        self.read_only = paths;
+        self
+    }
+
+    pub fn with_network_log(mut self, log: Option<NetworkLogHandle>) -> Self {
+        self.network_log = log;
+        self
+    }
+
+    pub fn with_after_run(mut self, audit: Option<AfterRunHandle>) -> Self {
+        self.after_run = audit;
+        self
+    }
+}
+
 /// The provider's audit of what a run left behind, performed by the
 /// spawner outside the sandbox after the command's whole tree has ended.
 pub trait AfterRun: Send + Sync + fmt::Debug {

@@ -101,22 +101,21 @@ impl Chain<'_> {
             &self.provider.settings.allow_sockets,
         );
         gaps.append(&mut prepared.gaps);
-        Confined {
-            argv: profile::with_runner(self.selected.runner.as_os_str(), args),
-            backend: backend.as_str(),
-            enforcement: self.selected.enforcement,
-            denial_signatures: vec![denial.into()],
-            // The status channel decides runner failure; no stderr rule.
-            runner_failure_rules: vec![],
-            writable_roots: prepared.writable,
-            pass_fds: prepared.pass_fds,
-            status: Some(confine::status_channel()),
-            gaps,
-            runner_env_remove,
-            deny_read: prepared.deny_read,
-            read_only: prepared.read_only,
-            network_log,
-            after_run: prepared.after_run,
-        }
+        // The status channel decides runner failure; no stderr rule.
+        Confined::new(
+            profile::with_runner(self.selected.runner.as_os_str(), args),
+            backend.as_str(),
+            self.selected.enforcement,
+        )
+        .with_denial_signatures(vec![denial.into()])
+        .with_writable_roots(prepared.writable)
+        .with_pass_fds(prepared.pass_fds)
+        .with_status(confine::status_channel())
+        .with_gaps(gaps)
+        .with_runner_env_remove(runner_env_remove)
+        .with_deny_read(prepared.deny_read)
+        .with_read_only(prepared.read_only)
+        .with_network_log(network_log)
+        .with_after_run(prepared.after_run)
     }
 }

@@ -52,24 +52,18 @@ impl Rung for OperatorRunner<'_> {
         let mut out = rc.argv().to_vec();
         // An operator-asserted runner owns its descriptor hygiene.
         out.extend(profile::bwrap_args(&prepared.profile, argv));
-        Ok(Confined {
-            argv: out,
-            backend: BACKEND,
-            enforcement: Enforcement::Full,
-            denial_signatures: vec![profile::BWRAP_DENIAL.into()],
-            runner_failure_rules: profile::signature_rules(rc.failure_signatures()),
-            writable_roots: prepared.writable,
-            pass_fds: prepared.pass_fds,
-            status: None,
-            gaps: prepared.gaps,
-            // An operator runner is asserted, not ours: it gets the
-            // environment as it is.
-            runner_env_remove: vec![],
-            deny_read: prepared.deny_read,
-            read_only: prepared.read_only,
-            network_log: None,
-            after_run: prepared.after_run,
-        })
+        // An operator runner is asserted, not ours: no status channel (its
+        // failure rules alone tell a runner failure), and it gets the
+        // environment as it is.
+        Ok(Confined::new(out, BACKEND, Enforcement::Full)
+            .with_denial_signatures(vec![profile::BWRAP_DENIAL.into()])
+            .with_runner_failure_rules(profile::signature_rules(rc.failure_signatures()))
+            .with_writable_roots(prepared.writable)
+            .with_pass_fds(prepared.pass_fds)
+            .with_gaps(prepared.gaps)
+            .with_deny_read(prepared.deny_read)
+            .with_read_only(prepared.read_only)
+            .with_after_run(prepared.after_run))
     }
 }
 

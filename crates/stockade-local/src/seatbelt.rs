@@ -254,26 +254,21 @@ impl Rung for Seatbelt<'_> {
         let Seatbelt { runner, host } = *self;
         let args = seatbelt_args(policy, &HostPaths::gather(host, policy), argv)
             .map_err(|d| SandboxUnavailable::single(BACKEND, d))?;
-        Ok(Confined {
-            argv: profile::with_runner(runner.as_os_str(), args),
-            backend: BACKEND,
-            enforcement: Enforcement::Full,
-            denial_signatures: vec![SEATBELT_DENIAL.into()],
-            runner_failure_rules: seatbelt_rules(),
-            writable_roots: profile::granted(policy, host.tmpdir().as_deref()),
-            pass_fds: vec![],
-            status: None,
-            gaps: [
+        Ok(Confined::new(
+            profile::with_runner(runner.as_os_str(), args),
+            BACKEND,
+            Enforcement::Full,
+        )
+        .with_denial_signatures(vec![SEATBELT_DENIAL.into()])
+        .with_runner_failure_rules(seatbelt_rules())
+        .with_writable_roots(profile::granted(policy, host.tmpdir().as_deref()))
+        .with_gaps(
+            [
                 stockade_core::files::unenforced(&policy.files, BACKEND),
                 stockade_core::net::unenforced(&policy.network, BACKEND),
             ]
             .concat(),
-            runner_env_remove: vec![],
-            deny_read: vec![],
-            read_only: vec![],
-            network_log: None,
-            after_run: None,
-        })
+        ))
     }
 }
 

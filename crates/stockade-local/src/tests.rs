@@ -434,22 +434,7 @@ impl Rung for FakeRung {
     ) -> Result<Confined, SandboxUnavailable> {
         let mut out: Vec<OsString> = vec!["winrun".into()];
         out.extend(argv.iter().cloned());
-        Ok(Confined {
-            argv: out,
-            backend: "restricted-token",
-            enforcement: Enforcement::Partial,
-            denial_signatures: vec![],
-            runner_failure_rules: vec![],
-            writable_roots: vec![],
-            pass_fds: vec![],
-            status: None,
-            gaps: vec![],
-            runner_env_remove: vec![],
-            deny_read: vec![],
-            read_only: vec![],
-            network_log: None,
-            after_run: None,
-        })
+        Ok(Confined::new(out, "restricted-token", Enforcement::Partial))
     }
 }
 

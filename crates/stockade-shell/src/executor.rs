@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use stockade_core::{
-    ExecutionPolicy, NetworkMode, SandboxMode, SandboxProvider, SandboxUnavailable,
+    Confined, ExecutionPolicy, NetworkMode, SandboxMode, SandboxProvider, SandboxUnavailable,
 };
 
 use crate::error::ShellError;
@@ -394,27 +394,61 @@ impl SandboxedExecutor {
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
         let confined = self.provider.confine(&argv, &sandbox)?;
-        let mut denial_signatures = confined.denial_signatures;
-        denial_signatures.extend(self.interpreter.denial_signatures.iter().cloned());
-        let wrap = Wrap {
-            mode: policy.mode,
-            backend: Some(confined.backend),
-            enforcement: Some(confined.enforcement),
-            denial_signatures,
-            rules: confined.runner_failure_rules,
-            writable_roots: confined.writable_roots,
-            gaps: confined.gaps,
-            pass_fds: confined.pass_fds,
-            status: confined.status,
-            runner_env_remove: confined.runner_env_remove,
-            deny_read: confined.deny_read,
-            read_only: confined.read_only,
-            network: sandbox.network.mode,
-            network_log: confined.network_log,
-            after_run: confined.after_run,
-        };
-        Ok(launch(spec, confined.argv, Some(wrap), self.limits))
+        let (argv, wrap) = wrap_confined(
+            policy.mode,
+            sandbox.network.mode,
+            confined,
+            &self.interpreter.denial_signatures,
+        );
+        Ok(launch(spec, argv, Some(wrap), self.limits))
     }
+}
+
+/// What the spawner reads of a confined run: every fact the provider gave,
+/// plus the interpreter's own denial lines. The destructuring names every
+/// field, so a fact added to [`Confined`] fails to compile here until the
+/// spawner is told what to do with it, rather than being dropped.
+fn wrap_confined(
+    mode: SandboxMode,
+    network: NetworkMode,
+    confined: Confined,
+    interpreter_denials: &[String],
+) -> (Vec<OsString>, Wrap) {
+    let Confined {
+        argv,
+        backend,
+        enforcement,
+        mut denial_signatures,
+        runner_failure_rules,
+        writable_roots,
+        pass_fds,
+        status,
+        gaps,
+        runner_env_remove,
+        deny_read,
+        read_only,
+        network_log,
+        after_run,
+    } = confined;
+    denial_signatures.extend(interpreter_denials.iter().cloned());
+    let wrap = Wrap {
+        mode,
+        backend: Some(backend),
+        enforcement: Some(enforcement),
+        denial_signatures,
+        rules: runner_failure_rules,
+        writable_roots,
+        gaps,
+        pass_fds,
+        status,
+        runner_env_remove,
+        deny_read,
+        read_only,
+        network,
+        network_log,
+        after_run,
+    };
+    (argv, wrap)
 }
 
 impl ShellExecutor for SandboxedExecutor {

@@ -221,26 +221,17 @@ impl<W: Win32> Rung for WindowsRung<W> {
             .flatten()
             .map(|(p, _)| p.clone())
             .collect();
-        Ok(Confined {
-            argv: out,
-            backend: BACKEND,
-            enforcement: Enforcement::Partial,
-            denial_signatures: DENIAL_SIGNATURES.iter().map(|s| (*s).to_owned()).collect(),
-            runner_failure_rules: failure_rules(),
-            writable_roots,
-            pass_fds: vec![],
-            status: None,
-            gaps: [
-                stockade_core::files::unenforced(&policy.files, BACKEND),
-                stockade_core::net::unenforced(&policy.network, BACKEND),
-            ]
-            .concat(),
-            runner_env_remove: vec![],
-            deny_read: vec![],
-            read_only: vec![],
-            network_log: None,
-            after_run: None,
-        })
+        Ok(Confined::new(out, BACKEND, Enforcement::Partial)
+            .with_denial_signatures(DENIAL_SIGNATURES.iter().map(|s| (*s).to_owned()).collect())
+            .with_runner_failure_rules(failure_rules())
+            .with_writable_roots(writable_roots)
+            .with_gaps(
+                [
+                    stockade_core::files::unenforced(&policy.files, BACKEND),
+                    stockade_core::net::unenforced(&policy.network, BACKEND),
+                ]
+                .concat(),
+            ))
     }
 }
 
