@@ -503,33 +503,7 @@ fn under_pty(s: &Scratch, args: &str, answer: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    answer_when_asked(child, answer)
-}
-
-/// What `script` running stockade printed, with `answer` typed once the
-/// question shows: typed ahead, it would reach the command, which owns the
-/// terminal while it runs.
-fn answer_when_asked(mut child: std::process::Child, answer: &str) -> std::process::Output {
-    use std::io::{Read, Write};
-    let mut stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let (mut all, mut buf) = (Vec::new(), [0u8; 4096]);
-        while let Ok(n @ 1..) = stdout.read(&mut buf) {
-            all.extend_from_slice(&buf[..n]);
-            let _ = tx.send(String::from_utf8_lossy(&all).contains("[y/N]"));
-        }
-        all
-    });
-    let mut stdin = child.stdin.take().unwrap();
-    // Until the question shows, the output ends, or a minute passes.
-    while let Ok(false) = rx.recv_timeout(std::time::Duration::from_secs(60)) {}
-    let _ = stdin.write_all(answer.as_bytes());
-    drop(stdin);
-    let stdout = reader.join().unwrap();
-    let mut out = child.wait_with_output().unwrap();
-    out.stdout = stdout;
-    out
+    stockade_testkit::prompt::answer_when_asked(child, "[y/N]", answer)
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod http;
 pub mod netns;
 #[cfg(target_os = "linux")]
 pub mod procs;
+pub mod prompt;
 pub mod scripted;
 #[cfg(unix)]
 pub mod users;
