@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_agent::agent::Agent;
-use stockade_agent::config::{Config, Implementation};
 use stockade_agent::hooks::Hooks;
 use stockade_agent::tools::files::file_tools;
 use stockade_agent::{
     Answerer, ApprovalService, BashTool, Delegations, EditorFiles, EscalationGate, PolicyContext,
     PolicyService, PresetService, TaskTool, Tool, ToolProgress,
 };
+use stockade_config::{Config, Implementation};
 use stockade_core::SandboxProvider;
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
 use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
@@ -207,7 +207,7 @@ pub fn compose(
     // `[bash] shell`, resolved against this host once: on Windows
     // PowerShell (7 when on PATH), elsewhere bash, unless configured.
     let shell = config.bash.shell_choice().map_err(|e| {
-        ServeError::Config(stockade_agent::config::ConfigError::Invalid {
+        ServeError::Config(stockade_config::ConfigError::Invalid {
             path: env
                 .config_file
                 .clone()

@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use stockade_agent::config::Config;
+use stockade_config::Config;
 use stockade_roots::{HeldDir, RootError, RootPins};
 
 use crate::compose::{Environment, fallback_root};

@@ -4,18 +4,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
-    Config(#[from] stockade_agent::config::ConfigError),
+    Config(#[from] stockade_config::ConfigError),
     #[error("sandbox provider: {message}")]
     Sandbox { message: String },
     #[error(transparent)]
     Presets(#[from] stockade_agent::PresetError),
     #[error("model: {0}")]
     Model(#[from] stockade_model::ModelError),
-    #[error(
-        "no directory for session logs: set ${var} (or $XDG_STATE_HOME or $HOME)",
-        var = crate::ENV_STATE_DIR
-    )]
-    NoStateDir,
     #[error("{}: {source}", .path.display())]
     Path {
         path: PathBuf,

@@ -40,7 +40,7 @@
 //! stopped before it finished.
 //!
 //! Environment: `$STOCKADE_CONFIG` and `$STOCKADE_MODE` as for every
-//! composition (see `stockade_agent::config`), and `$STOCKADE_STATE_DIR`:
+//! composition (see `stockade_config`), and `$STOCKADE_STATE_DIR`:
 //! session logs go to `$STOCKADE_STATE_DIR/sessions`, else to
 //! `SessionStore::default_dir()` (`$XDG_STATE_HOME/stockade/sessions`, ...).
 //!
@@ -69,32 +69,21 @@ mod prompt;
 mod server;
 mod updates;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use answerer::{ALLOW_ONCE, REJECT_ONCE};
 pub use compose::{Composition, EditorHooks, Environment, compose};
 pub use error::ServeError;
 pub use frames::MAX_FRAME_BYTES;
-pub use server::{AcpServer, LoadedConfig, load_config};
+pub use server::AcpServer;
+use stockade_config::LoadedConfig;
 use stockade_roots::RootPins;
 use stockade_session::SessionStore;
 
-/// The directory under which session logs are kept (in `sessions/`).
-pub const ENV_STATE_DIR: &str = "STOCKADE_STATE_DIR";
-
-/// The session store: `$STOCKADE_STATE_DIR/sessions`, else the default.
+/// The session store, in [`stockade_config::session_dir`] (the one rule
+/// `stockade exec` also uses to keep the logs out of a command's reach).
 pub fn store_from_env() -> Result<SessionStore, ServeError> {
-    let dir = match std::env::var_os(ENV_STATE_DIR).filter(|v| !v.is_empty()) {
-        // Made absolute once, against the directory stockade started in: a
-        // relative one would name a different place whenever the current
-        // directory changes, and be judged against the roots wrongly.
-        Some(d) => std::path::absolute(PathBuf::from(d))
-            .map_err(|_| ServeError::NoStateDir)?
-            .join("sessions"),
-        None => SessionStore::default_dir().ok_or(ServeError::NoStateDir)?,
-    };
-    Ok(SessionStore::new(dir))
+    Ok(SessionStore::new(stockade_config::session_dir()?))
 }
 
 /// What `stockade acp` does: compose `loaded` and serve one editor on stdio

@@ -7,7 +7,7 @@
 //! loop itself waits for `session/request_permission` answers and must see
 //! `session/cancel`, both of which arrive through that same loop.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use agent_client_protocol::schema::ProtocolVersion;
@@ -21,8 +21,8 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use stockade_agent::agent::{Agent as AgentLoop, Cancel, StopReason as AgentStop};
-use stockade_agent::config::Config;
 use stockade_agent::presets::{CONFIGURED, CUSTOM};
+use stockade_config::Config;
 use stockade_roots::RootPins;
 use stockade_session::{Session, SessionStore};
 
@@ -644,35 +644,4 @@ impl AcpServer {
             }
         })
     }
-}
-
-/// A config as loaded, with where it came from.
-#[derive(Debug, Clone)]
-pub struct LoadedConfig {
-    pub config: Config,
-    /// The file, absolute.
-    pub path: PathBuf,
-    /// The file's directory, absolute: relative paths in it are relative to
-    /// this.
-    pub dir: PathBuf,
-}
-
-/// Load the config (`path`, else [`Config::default_path`]: `$STOCKADE_CONFIG`,
-/// else `$XDG_CONFIG_HOME/stockade/stockade.toml`, ...) and apply
-/// `$STOCKADE_MODE`. Errors name the file as it was given.
-pub fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ServeError> {
-    let given = match path {
-        Some(p) => p.to_path_buf(),
-        None => Config::default_path()?,
-    };
-    let mut config = Config::load(&given)?;
-    config.apply_env()?;
-    let path = std::path::absolute(&given).map_err(|source| ServeError::Path {
-        path: given.clone(),
-        source,
-    })?;
-    let dir = path
-        .parent()
-        .map_or_else(|| path.clone(), Path::to_path_buf);
-    Ok(LoadedConfig { config, path, dir })
 }

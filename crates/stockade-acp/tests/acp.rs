@@ -842,7 +842,7 @@ async fn requests_for_unknown_sessions_and_bad_cwds_are_refused() {
 fn the_example_composition_composes() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/acp-agent/stockade.toml");
-    let mut loaded = stockade_acp::load_config(Some(&path)).unwrap();
+    let mut loaded = stockade_config::load_config(Some(&path)).unwrap();
     // Keyless: the key is read at composition, and this test has none.
     loaded.config.model.api_key_env = String::new();
     // Session logs outside every temp root, or the server refuses them.

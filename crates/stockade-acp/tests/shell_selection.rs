@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use stockade_acp::compose::{Composition, EditorHooks, Environment, Sessions, compose};
-use stockade_agent::config::Config;
 use stockade_agent::{Delegations, Fixed, Tool, ToolContext};
+use stockade_config::Config;
 use stockade_core::ApprovalOutcome;
 use stockade_session::SessionStore;
 

@@ -5,7 +5,6 @@
 
 pub mod agent;
 pub mod approval;
-pub mod config;
 pub mod context;
 pub mod effect;
 pub mod escalation;

@@ -206,13 +206,13 @@ fn a_preset_sets_both_knobs_each_only_when_it_changes() {
     })));
 
     // A table entry's network: written, or the mode's default.
-    let table: stockade_agent::config::PresetsSection = toml::from_str(
+    let table: stockade_config::PresetsSection = toml::from_str(
         "[[preset]]\nname = \"offline\"\nmode = \"workspace-write\"\nnetwork = \"deny\"\napproval = \"ask\"\n[[preset]]\nname = \"ww\"\nmode = \"workspace-write\"\napproval = \"ask\"\n",
     )
     .unwrap();
     let nets: Vec<NetworkMode> = table.preset.iter().map(|p| p.network).collect();
     assert_eq!(nets, [NetworkMode::Deny, NetworkMode::AllowListed]);
-    let e = toml::from_str::<stockade_agent::config::PresetsSection>(
+    let e = toml::from_str::<stockade_config::PresetsSection>(
         "[[preset]]\nname = \"x\"\nmode = \"read-only\"\nnetwork = \"open\"\napproval = \"ask\"\n",
     )
     .unwrap_err();
@@ -221,7 +221,7 @@ fn a_preset_sets_both_knobs_each_only_when_it_changes() {
             .contains("expected one of deny, allow-listed, allow"),
         "{e}"
     );
-    let e = toml::from_str::<stockade_agent::config::PresetsSection>(
+    let e = toml::from_str::<stockade_config::PresetsSection>(
         "[[preset]]\nname = \"x\"\nmode = \"read-only\"\nnetwrk = \"deny\"\napproval = \"ask\"\n",
     )
     .unwrap_err();

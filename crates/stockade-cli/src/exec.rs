@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use stockade_agent::config::{self, Config};
+use stockade_config::{self as config, Config};
 use stockade_core::files::{self, FilePolicy, ListKind};
 use stockade_core::{ExecutionPolicy, NetworkMode, NetworkPolicy, SandboxMode, net};
 use stockade_local::{LocalProvider, LocalSettings};
@@ -316,15 +316,15 @@ fn file_policy(args: &ExecArgs, config: Option<&Config>) -> Result<FilePolicy, S
 /// an earlier invocation whose writable roots covered that path could have
 /// planted it, and it would decide this run's confinement. `$STOCKADE_MODE`
 /// is applied over its mode by the loader.
-fn exec_config(given: Option<&Path>) -> Result<Option<stockade_acp::LoadedConfig>, String> {
+fn exec_config(given: Option<&Path>) -> Result<Option<stockade_config::LoadedConfig>, String> {
     let path = match given {
         Some(p) => p.to_path_buf(),
-        None => match std::env::var_os(stockade_agent::config::ENV_CONFIG) {
+        None => match std::env::var_os(stockade_config::ENV_CONFIG) {
             Some(v) if !v.is_empty() => PathBuf::from(v),
             _ => return Ok(None),
         },
     };
-    stockade_acp::load_config(Some(&path))
+    stockade_config::load_config(Some(&path))
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -336,10 +336,10 @@ fn protect_agent_state(provider: &LocalProvider) {
     if let Ok(path) = Config::default_path() {
         provider.pins().add_control_path("config", &path);
     }
-    if let Ok(store) = stockade_acp::store_from_env() {
+    if let Ok(dir) = stockade_config::session_dir() {
         provider
             .pins()
-            .add_control_path("session log directory", store.dir());
+            .add_control_path("session log directory", &dir);
     }
 }
 
@@ -352,7 +352,7 @@ fn exec_mode(args: &ExecArgs, config: Option<&Config>) -> Result<SandboxMode, St
     if let Some(c) = config {
         return Ok(c.policy.mode);
     }
-    match std::env::var_os(stockade_agent::config::ENV_MODE) {
+    match std::env::var_os(stockade_config::ENV_MODE) {
         None => Ok(SandboxMode::WorkspaceWrite),
         Some(v) => v
             .to_str()
@@ -361,12 +361,7 @@ fn exec_mode(args: &ExecArgs, config: Option<&Config>) -> Result<SandboxMode, St
                 t.parse()
                     .map_err(|e: stockade_core::ParseVocabularyError| e.to_string())
             })
-            .map_err(|e| {
-                format!(
-                    "environment variable {}: {e}",
-                    stockade_agent::config::ENV_MODE
-                )
-            }),
+            .map_err(|e| format!("environment variable {}: {e}", stockade_config::ENV_MODE)),
     }
 }
 
@@ -374,7 +369,7 @@ fn exec_mode(args: &ExecArgs, config: Option<&Config>) -> Result<SandboxMode, St
 /// config's directory), `--backend` and `--allow-socket` over it.
 fn exec_settings(
     args: &ExecArgs,
-    loaded: Option<&stockade_acp::LoadedConfig>,
+    loaded: Option<&stockade_config::LoadedConfig>,
 ) -> Result<LocalSettings, String> {
     let mut settings = LocalSettings {
         verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),

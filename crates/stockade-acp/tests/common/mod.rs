@@ -19,7 +19,7 @@ use futures::channel::mpsc;
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
 
-use stockade_agent::config::Config;
+use stockade_config::Config;
 use stockade_model::ModelToolCall;
 use stockade_testkit::scripted::{ScriptedMessage, ScriptedReply, ScriptedServer};
 

@@ -1,0 +1,19 @@
+//! The composition root's first layer: the `stockade.toml` schema and its
+//! validation, loading it, and the plain data its sections hold (hook
+//! entries, permission presets). Both front ends (`stockade exec` and
+//! `stockade acp`) load through here, so which file is read, how
+//! `$STOCKADE_MODE` applies and where the session logs live are decided
+//! once.
+#![forbid(unsafe_code)]
+
+pub mod hooks;
+mod load;
+pub mod presets;
+mod schema;
+
+pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, session_dir};
+pub use schema::{
+    AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,
+    ENV_MODE, FsSection, Implementation, PolicySection, PresetsSection, SandboxSection,
+    protect_entry,
+};
