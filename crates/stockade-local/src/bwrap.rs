@@ -6,8 +6,9 @@ use std::ffi::OsString;
 
 use stockade_core::{Confined, SandboxPolicy, SandboxUnavailable};
 
+use crate::confine::{HostFacts, list, p};
 use crate::linux_chain::Chain;
-use crate::{Backend, Rung, profile};
+use crate::{Backend, Protection, Rung, profile};
 
 pub(crate) struct Bwrap<'a>(pub Chain<'a>);
 
@@ -33,4 +34,36 @@ impl Rung for Bwrap<'_> {
             .0
             .finish(Backend::Bwrap, policy, run, args, profile::BWRAP_DENIAL))
     }
+}
+
+/// What bwrap enforces here beyond the file-write modes (the chain adds
+/// the held roots and the sockets, which both backends share).
+pub(crate) fn protections(facts: &HostFacts) -> Vec<Protection> {
+    let mut out = Vec::new();
+    out.push(p(
+        "procfs",
+        format!(
+            "read-only: {}; masked: {}",
+            list(facts.proc_read_only.iter().cloned()),
+            list(facts.proc_masked.iter().map(|(p, _)| p.clone()))
+        ),
+    ));
+    out.push(p("sysfs", "read-only"));
+    out.push(p(
+        "signals",
+        "own pid namespace: no process outside is visible",
+    ));
+    out.push(p(
+        "git",
+        ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file bound read-only; .git pinned in place",
+    ));
+    out.push(p(
+        "deny-read",
+        "an empty mode-0000 stand-in mounted over each denied path (a tmpfs for a directory) and over its other names: other mounts of its filesystem subtree (mount table) and hard links in the workspace and writable roots; a file with a link elsewhere refuses the run; names made after the start are not seen (gap deny-read-aliases)",
+    ));
+    out.push(p(
+        "network",
+        "deny: a private network namespace with its own loopback only; allow-listed: the same, with the proxy relayed in as the only way out; both: AF_VSOCK, AF_PACKET and netlink beyond route and sock_diag refused (seccomp), io_uring refused; listening only on the private loopback, so --allow-listen cannot serve the host (gap listen)",
+    ));
+    out
 }

@@ -650,39 +650,8 @@ pub(crate) fn gaps_for(
 ) -> Vec<Gap> {
     let abi_n = abi.unwrap_or(0);
     let mut out = Vec::new();
-    if backend == Backend::Landlock && !supervised {
-        out.push(Gap::new(
-            gaps::METADATA,
-            "Landlock has no rights for metadata and this kernel cannot run the supervisor (seccomp user notification, Linux 5.14): mode, owner, timestamps, extended attributes and inode flags of files outside the writable roots can still be changed",
-        ));
-        if mode == ConfiningMode::WorkspaceWrite {
-            out.push(Gap::new(
-                gaps::PROTECTED_PATHS,
-                "Landlock cannot exclude a path from an allowed root and this kernel cannot run the supervisor: .git/hooks and .git/config inside the workspace stay writable",
-            ));
-        }
-    }
     if backend == Backend::Landlock {
-        out.push(Gap::new(
-            gaps::PROC_MASKS,
-            "procfs and sysfs are read-only, but /proc/kcore, /proc/keys, /proc/timer_list and the other entries container runtimes mask stay readable",
-        ));
-        out.push(Gap::new(
-            gaps::IPC,
-            "System V shared memory, message queues and semaphores of the user's processes outside the sandbox stay reachable (judged by their owner and mode; the IPC namespace is the caller's)",
-        ));
-        if abi_n < 3 {
-            out.push(Gap::new(
-                gaps::TRUNCATE,
-                format!("Landlock ABI {abi_n} (< 3) cannot refuse truncating files outside the writable roots"),
-            ));
-        }
-        if abi_n < 6 {
-            out.push(Gap::new(
-                gaps::SIGNALS,
-                format!("Landlock ABI {abi_n} (< 6) has no signal scope: processes of the same user outside the sandbox can be signalled"),
-            ));
-        }
+        out.extend(crate::landlock::gaps(mode, abi_n, supervised));
     }
     // Sockets: the closer (bwrap) and the launcher (Landlock) both scope
     // them; only an allowlist on a kernel without Landlock's pathname-socket
@@ -702,17 +671,9 @@ pub(crate) fn gaps_for(
 /// What `probe` says a backend cannot govern of the network: what an
 /// `allow-listed` run would carry (runs name their own, per mode).
 pub(crate) fn network_gaps_for(backend: Backend, abi: Option<u8>) -> Vec<Gap> {
-    let abi = abi.unwrap_or(0);
     match backend {
         Backend::Bwrap => Vec::new(),
-        Backend::Landlock if abi >= 4 => vec![Gap::new(
-            gaps::NETWORK_PORT,
-            "under allow-listed, Landlock allows TCP by port only: the proxy's port is reachable on every address, not only loopback",
-        )],
-        // Below ABI 4 landlock-run's supervisor performs every connect
-        // itself (only to the proxy's 127.0.0.1 port); without the
-        // supervisor allow-listed is refused, never run with TCP open.
-        Backend::Landlock => Vec::new(),
+        Backend::Landlock => crate::landlock::network_gaps(abi.unwrap_or(0)),
     }
 }
 
@@ -730,14 +691,14 @@ pub struct Protection {
     pub state: String,
 }
 
-fn p(name: &'static str, state: impl Into<String>) -> Protection {
+pub(crate) fn p(name: &'static str, state: impl Into<String>) -> Protection {
     Protection {
         name,
         state: state.into(),
     }
 }
 
-fn list(paths: impl Iterator<Item = PathBuf>) -> String {
+pub(crate) fn list(paths: impl Iterator<Item = PathBuf>) -> String {
     let v: Vec<String> = paths.map(|p| p.display().to_string()).collect();
     if v.is_empty() {
         "none present".into()
@@ -757,76 +718,10 @@ pub(crate) fn protections_for(
         "writable-roots",
         "resolved once, held open and granted by descriptor; a moved root fails closed",
     )];
-    match backend {
-        Backend::Bwrap => {
-            out.push(p(
-                "procfs",
-                format!(
-                    "read-only: {}; masked: {}",
-                    list(facts.proc_read_only.iter().cloned()),
-                    list(facts.proc_masked.iter().map(|(p, _)| p.clone()))
-                ),
-            ));
-            out.push(p("sysfs", "read-only"));
-            out.push(p(
-                "signals",
-                "own pid namespace: no process outside is visible",
-            ));
-            out.push(p(
-                "git",
-                ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file bound read-only; .git pinned in place",
-            ));
-            out.push(p(
-                "deny-read",
-                "an empty mode-0000 stand-in mounted over each denied path (a tmpfs for a directory) and over its other names: other mounts of its filesystem subtree (mount table) and hard links in the workspace and writable roots; a file with a link elsewhere refuses the run; names made after the start are not seen (gap deny-read-aliases)",
-            ));
-            out.push(p(
-                "network",
-                "deny: a private network namespace with its own loopback only; allow-listed: the same, with the proxy relayed in as the only way out; both: AF_VSOCK, AF_PACKET and netlink beyond route and sock_diag refused (seccomp), io_uring refused; listening only on the private loopback, so --allow-listen cannot serve the host (gap listen)",
-            ));
-        }
-        Backend::Landlock => {
-            out.push(p(
-                "procfs",
-                "read-only (no Landlock write right outside the writable roots); nothing masked",
-            ));
-            out.push(p("sysfs", "read-only"));
-            out.push(p(
-                "deny-read",
-                stockade_core::texts::deny_read_landlock_protection(facts.supervised),
-            ));
-            out.push(p(
-                "network",
-                match (abi >= 4, facts.supervised) {
-                    (true, true) => "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp); both: the supervisor takes every listen and performs it on an AF_UNIX socket (Unix-socket servers work), refusing every inet one (EACCES) except with --allow-listen PORT: bound to a loopback address at PORT (Landlock grants the bind); accept stays for approved listeners; io_uring refused".to_owned(),
-                    (true, false) => "deny: no network socket at all (seccomp), so no loopback either; allow-listed: TCP to the proxy's port only (Landlock), UDP, raw and other families refused (seccomp); both: listen and accept refused (no supervisor here, so Unix-socket servers cannot listen either), io_uring refused; --allow-listen needs the supervisor".to_owned(),
-                    (false, true) => format!("deny: no network socket at all (seccomp); allow-listed: Landlock ABI {abi} (< 4) has no TCP rights, so the supervisor performs every connect itself, only to the proxy's 127.0.0.1 port (EACCES elsewhere), and MSG_FASTOPEN sends are refused; UDP, raw and other families refused (seccomp); both: the supervisor takes every listen (AF_UNIX performed, inet only on loopback at an --allow-listen port); io_uring refused"),
-                    (false, false) => format!("deny: no network socket at all (seccomp), listen and accept refused; allow-listed: refused (exit 125): Landlock ABI {abi} (< 4) has no TCP rights and there is no supervisor to govern connect; choose --network deny or --network allow"),
-                },
-            ));
-            out.push(p(
-                "signals",
-                if abi >= 6 {
-                    "Landlock signal scope: no process outside can be signalled".to_owned()
-                } else {
-                    format!("open (Landlock ABI {abi} < 6)")
-                },
-            ));
-            if facts.supervised {
-                out.push(p(
-                    "metadata",
-                    "supervised: chmod, chown, utime, xattrs and inode flags outside the writable roots are refused by a seccomp user-notification supervisor",
-                ));
-                out.push(p(
-                    "git",
-                    ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file read-only and .git pinned, by the supervisor",
-                ));
-            } else {
-                out.push(p("metadata", "not governed (gap metadata)"));
-                out.push(p("git", "not governed (gap protected-paths)"));
-            }
-        }
-    }
+    out.extend(match backend {
+        Backend::Bwrap => crate::bwrap::protections(facts),
+        Backend::Landlock => crate::landlock::protections(facts, abi),
+    });
     let allowed = if allow_sockets.is_empty() {
         String::new()
     } else {
