@@ -6,6 +6,11 @@
 //! | macOS | Seatbelt (the pinned `/usr/bin/sandbox-exec`) | sole candidate, selected without a probe |
 //! | Windows | restricted-token runner | declared; fails closed until its rung lands |
 //! | other | none | fails closed |
+//!
+//! Every backend is a [`Rung`] in a file of its own (`bwrap.rs`,
+//! `landlock.rs`, `seatbelt.rs`, `runner_command.rs`; Windows in
+//! `stockade-windows`): the provider holds the roots, selects one and
+//! delegates the call to it.
 #![forbid(unsafe_code)]
 
 #[cfg(unix)]
