@@ -86,7 +86,14 @@ impl PolicyService {
 
     /// The mode a call gets without an escalation.
     pub fn effective_mode(&self, session: Option<&Session>) -> SandboxMode {
-        session.map_or(self.default_mode, |s| s.sandbox_mode(self.default_mode))
+        // `$STOCKADE_MODE` is already in the configured default (applied at
+        // load), so it is not read again here.
+        let layers = stockade_config::ModeLayers {
+            session: session.and_then(Session::sandbox_override),
+            config: Some(self.default_mode),
+            ..Default::default()
+        };
+        layers.resolve().0
     }
 
     /// The network default under file mode `mode`: the configured one,

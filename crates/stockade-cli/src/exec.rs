@@ -343,26 +343,19 @@ fn protect_agent_state(provider: &LocalProvider) {
     }
 }
 
-/// The mode: `--mode`, else `$STOCKADE_MODE` (already applied to a loaded
-/// config's), else the config's, else workspace-write.
+/// The mode, by [`stockade_config::MODE_PRECEDENCE`]: `--mode`, else
+/// `$STOCKADE_MODE` (already applied to a loaded config's), else the
+/// config's, else the default. `exec` has no session.
 fn exec_mode(args: &ExecArgs, config: Option<&Config>) -> Result<SandboxMode, String> {
-    if let Some(m) = args.mode {
-        return Ok(m);
-    }
-    if let Some(c) = config {
-        return Ok(c.policy.mode);
-    }
-    match std::env::var_os(stockade_config::ENV_MODE) {
-        None => Ok(SandboxMode::WorkspaceWrite),
-        Some(v) => v
-            .to_str()
-            .ok_or_else(|| "is not valid UTF-8".to_owned())
-            .and_then(|t| {
-                t.parse()
-                    .map_err(|e: stockade_core::ParseVocabularyError| e.to_string())
-            })
-            .map_err(|e| format!("environment variable {}: {e}", stockade_config::ENV_MODE)),
-    }
+    let layers = stockade_config::ModeLayers {
+        flag: args.mode,
+        config: config.map(|c| c.policy.mode),
+        ..Default::default()
+    };
+    layers
+        .resolve_reading_env(stockade_config::env_mode)
+        .map(|(mode, _)| mode)
+        .map_err(|e| e.to_string())
 }
 
 /// The provider's settings: the config's [sandbox] (paths relative to the

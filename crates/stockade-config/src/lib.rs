@@ -2,16 +2,18 @@
 //! validation, loading it, and the plain data its sections hold (hook
 //! entries, permission presets). Both front ends (`stockade exec` and
 //! `stockade acp`) load through here, so which file is read, how
-//! `$STOCKADE_MODE` applies and where the session logs live are decided
+//! `$STOCKADE_MODE` ranks among the other sources of the mode and where the session logs live are decided
 //! once.
 #![forbid(unsafe_code)]
 
 pub mod hooks;
 mod load;
+mod mode;
 pub mod presets;
 mod schema;
 
 pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, session_dir};
+pub use mode::{DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from};
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,
     ENV_MODE, FsSection, Implementation, PolicySection, PresetsSection, SandboxSection,

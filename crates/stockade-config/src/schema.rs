@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use stockade_core::files::{self, EntryError, ListKind};
 use stockade_core::{ApprovalPolicy, FilePolicy, NetworkMode, SandboxMode, net};
 
+use crate::ModeLayers;
+
 /// Overrides the configured default mode (a value of the mode vocabulary).
 pub const ENV_MODE: &str = "STOCKADE_MODE";
 /// The config file to load when none is named on the command line.
@@ -136,7 +138,7 @@ pub struct PolicySection {
 }
 
 fn default_mode() -> SandboxMode {
-    SandboxMode::WorkspaceWrite
+    crate::DEFAULT_MODE
 }
 
 impl Default for PolicySection {
@@ -295,20 +297,14 @@ impl Config {
         default_path_from(|name| std::env::var_os(name))
     }
 
-    /// Apply `$STOCKADE_MODE` over the configured default mode.
+    /// Apply `$STOCKADE_MODE` over the configured default mode (by
+    /// [`crate::MODE_PRECEDENCE`]).
     pub fn apply_env(&mut self) -> Result<(), ConfigError> {
-        if let Some(v) = std::env::var_os(ENV_MODE) {
-            let text = v.to_str().ok_or(ConfigError::Env {
-                var: ENV_MODE,
-                message: "is not valid UTF-8".into(),
-            })?;
-            self.policy.mode = text
-                .parse()
-                .map_err(|e: stockade_core::ParseVocabularyError| ConfigError::Env {
-                    var: ENV_MODE,
-                    message: e.to_string(),
-                })?;
-        }
+        let layers = ModeLayers {
+            config: Some(self.policy.mode),
+            ..ModeLayers::default()
+        };
+        self.policy.mode = layers.resolve_reading_env(crate::env_mode)?.0;
         Ok(())
     }
 
