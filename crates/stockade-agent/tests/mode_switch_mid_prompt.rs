@@ -259,7 +259,7 @@ impl ShellExecutor for Recording {
                 Command::Shell(c) => c.clone(),
                 other => panic!("the bash tool hands over a command string, not {other:?}"),
             };
-            let stamped = spec.policy.clone();
+            let stamped = Some(spec.policy.clone());
             let hold = self.hold_next.lock().unwrap().take();
             if let Some(hold) = hold {
                 hold.reached.send(stamped.clone()).unwrap();

@@ -310,10 +310,11 @@ impl ShellExecutor for UnconfinedExecutor {
     }
 
     fn resolve(&self, request: ShellRequest) -> ShellSpec {
-        ShellSpec {
-            request,
-            policy: None,
-        }
+        // Whatever the request asked, this executor runs it with full
+        // access; the spec says so rather than carrying a policy nobody
+        // enforces.
+        let policy = ExecutionPolicy::new(SandboxMode::DangerFullAccess, request.workdir.clone());
+        ShellSpec { request, policy }
     }
 
     fn run(&self, spec: ShellSpec) -> BoxFuture<'_, Result<ShellResult, ShellError>> {
@@ -332,6 +333,8 @@ impl ShellExecutor for UnconfinedExecutor {
 #[derive(Clone)]
 pub struct SandboxedExecutor {
     provider: Arc<dyn SandboxProvider>,
+    /// Only the value [`ShellExecutor::resolve`] falls back to when a
+    /// request brings no policy; nothing after `resolve` reads it.
     default_policy: ExecutionPolicy,
     interpreter: Interpreter,
     limits: OutputLimits,
@@ -347,8 +350,9 @@ impl std::fmt::Debug for SandboxedExecutor {
 }
 
 impl SandboxedExecutor {
-    /// `default_policy` serves direct callers that bring no policy of their
-    /// own (the tools layer always brings one).
+    /// `default_policy` is what [`ShellExecutor::resolve`] stamps on a
+    /// request that brings no policy of its own (direct callers; the tools
+    /// layer always brings one). It is decided there, once per call.
     pub fn new(provider: Arc<dyn SandboxProvider>, default_policy: ExecutionPolicy) -> Self {
         Self {
             provider,
@@ -369,7 +373,7 @@ impl SandboxedExecutor {
     }
 
     fn launch(&self, spec: &ShellSpec) -> Result<Launch, ShellError> {
-        let policy = spec.policy.as_ref().unwrap_or(&self.default_policy);
+        let policy = &spec.policy;
         let argv = self.interpreter.argv(&spec.request.command);
         let Some(sandbox) = policy.sandbox_policy() else {
             // danger-full-access: the grant (or the configuration) is the
@@ -465,10 +469,7 @@ impl ShellExecutor for SandboxedExecutor {
             .policy
             .clone()
             .unwrap_or_else(|| self.default_policy.clone());
-        ShellSpec {
-            request,
-            policy: Some(policy),
-        }
+        ShellSpec { request, policy }
     }
 
     fn run(&self, spec: ShellSpec) -> BoxFuture<'_, Result<ShellResult, ShellError>> {

@@ -155,8 +155,12 @@ impl ShellRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellSpec {
     pub request: ShellRequest,
-    /// `None` only under an executor that does not confine.
-    pub policy: Option<ExecutionPolicy>,
+    /// The one policy this call runs under, decided once by
+    /// [`ShellExecutor::resolve`](crate::ShellExecutor::resolve): the
+    /// request's, else the executor's default. Launching a spec never
+    /// falls back again. An executor that does not confine states
+    /// `danger-full-access`, which is what its calls run under.
+    pub policy: ExecutionPolicy,
 }
 
 /// How a process ended.
