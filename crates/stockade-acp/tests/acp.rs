@@ -884,6 +884,6 @@ fn the_example_composition_composes() {
     );
     assert_eq!(
         comp.policy.allowed_hosts(),
-        stockade_core::net::default_allowed_hosts()
+        stockade_config::default_allowed_hosts()
     );
 }

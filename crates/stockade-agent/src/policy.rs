@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use stockade_core::{ExecutionPolicy, FilePolicy, NetworkMode, NetworkPolicy, SandboxMode, net};
+use stockade_core::{ExecutionPolicy, FilePolicy, NetworkMode, NetworkPolicy, SandboxMode};
 use stockade_session::Session;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl PolicyService {
             fallback_root: fallback_root.into(),
             files: FilePolicy::default(),
             default_network: None,
-            allowed_hosts: net::default_allowed_hosts(),
+            allowed_hosts: stockade_config::default_allowed_hosts(),
         }
     }
 

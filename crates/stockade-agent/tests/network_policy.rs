@@ -19,7 +19,7 @@ use stockade_agent::{
 use stockade_core::texts::network::{self as network_texts, Widening};
 use stockade_core::{
     ApprovalOutcome, ApprovalPolicy, Confined, NetworkMode, NetworkPolicy, SandboxMode,
-    SandboxPolicy, SandboxProvider, SandboxUnavailable, net, texts,
+    SandboxPolicy, SandboxProvider, SandboxUnavailable, texts,
 };
 use stockade_session::{Event, KnobSource, Session};
 use stockade_shell::{BoxFuture, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
@@ -101,7 +101,7 @@ fn the_network_resolves_escalation_over_override_over_default() {
             .resolve(None, None)
             .network
             .allowed_hosts,
-        net::default_allowed_hosts()
+        stockade_config::default_allowed_hosts()
     );
 }
 

@@ -151,7 +151,7 @@ fn network_policy(
         (Some(c), false) => c.allowed_hosts().to_vec(),
         (Some(c), true) if c.policy.allowed_hosts.is_some() => c.allowed_hosts().to_vec(),
         (_, true) => Vec::new(),
-        (None, false) => net::default_allowed_hosts(),
+        (None, false) => stockade_config::default_allowed_hosts(),
     };
     let given =
         net::parse_hosts(&args.allow_hosts).map_err(|(_, e)| format!("--allow-host {e}"))?;
@@ -267,7 +267,7 @@ fn file_policy(args: &ExecArgs, config: Option<&Config>) -> Result<FilePolicy, S
         (Some(_), false) => base.deny_read.clone(),
         (Some(c), true) if c.policy.deny_read.is_some() => base.deny_read.clone(),
         (_, true) => Vec::new(),
-        (None, false) => files::default_deny_read(&env).map_err(|(_, e)| {
+        (None, false) => stockade_config::default_deny_read(&env).map_err(|(_, e)| {
             format!("the default deny-read list {e} (or pass --no-default-deny-read)")
         })?,
     };

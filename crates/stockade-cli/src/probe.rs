@@ -18,7 +18,7 @@ pub(crate) fn probe(json: bool) -> anyhow::Result<ExitCode> {
     // read-only paths, the default deny list (when $HOME places it).
     let env = files::process_env;
     let defaults = FilePolicy {
-        deny_read: files::default_deny_read(&env).unwrap_or_default(),
+        deny_read: stockade_config::default_deny_read(&env).unwrap_or_default(),
         ..FilePolicy::default()
     };
     let cwd = std::env::current_dir().unwrap_or_default();

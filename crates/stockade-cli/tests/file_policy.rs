@@ -525,7 +525,7 @@ fn probe_reports_the_default_deny_list_exec_applies() {
     let denied = strings(&v["file_policy"]["deny_read"]);
     assert_eq!(
         denied.len(),
-        stockade_core::files::DEFAULT_DENY_READ.len(),
+        stockade_config::DEFAULT_DENY_READ.len(),
         "{v}"
     );
     assert!(

@@ -470,7 +470,7 @@ impl PolicySection {
     /// the load, naming the key, its index and the entry.
     fn hosts(&self, path: &Path) -> Result<Vec<String>, ConfigError> {
         match &self.allowed_hosts {
-            None => Ok(net::default_allowed_hosts()),
+            None => Ok(crate::default_allowed_hosts()),
             Some(hosts) => net::parse_hosts(hosts).map_err(|(i, e)| ConfigError::Invalid {
                 path: path.to_path_buf(),
                 key: format!("policy.allowed_hosts[{i}]"),
@@ -501,7 +501,7 @@ impl PolicySection {
         let writable_roots = list(&self.writable_roots, ListKind::WritableRoots)?;
         let deny_read = match &self.deny_read {
             Some(entries) => list(entries, ListKind::DenyRead)?,
-            None => files::default_deny_read(env).map_err(|(_, e)| {
+            None => crate::default_deny_read(env).map_err(|(_, e)| {
                 invalid(
                     format!("policy.{}", ListKind::DenyRead.key()),
                     format!(

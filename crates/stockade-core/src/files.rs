@@ -84,23 +84,6 @@ pub enum EntryError {
 /// The named toolchain groups, in the order the README lists them.
 pub const GROUP_NAMES: &[&str] = &["@cargo", "@npm", "@pip", "@go", "@gradle"];
 
-/// The default deny-read list in confining modes (`~` is `$HOME`).
-pub const DEFAULT_DENY_READ: &[&str] = &[
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker/config.json",
-    "~/.netrc",
-    "~/.config/gh/hosts.yml",
-    "~/.git-credentials",
-    "~/.npmrc",
-    "~/.pypirc",
-    "~/.cargo/credentials.toml",
-];
-
 /// What a group expands to: the caches and registries the tool writes,
 /// following the tool's own variables. Never a directory of executables
 /// (`~/.cargo/bin`, `~/go/bin`): a confined run could plant a program the
@@ -218,13 +201,6 @@ pub fn expand_all<S: AsRef<OsStr>>(
         }
     }
     Ok(out)
-}
-
-/// The default deny-read list for this environment.
-pub fn default_deny_read(
-    env: &dyn Fn(&str) -> Option<OsString>,
-) -> Result<Vec<PathBuf>, (usize, EntryError)> {
-    expand_all(DEFAULT_DENY_READ, ListKind::DenyRead, env)
 }
 
 /// The group whose expansion `path` lies beneath, for the hint in a denial
@@ -387,10 +363,6 @@ mod tests {
         assert_eq!(v, [PathBuf::from("/h/.npm"), PathBuf::from("/x")]);
         let (i, _) = expand_all(&["/ok", "bad"], ListKind::ReadOnly, &e).unwrap_err();
         assert_eq!(i, 1);
-        let d = default_deny_read(&e).unwrap();
-        assert_eq!(d.len(), DEFAULT_DENY_READ.len());
-        assert!(d.contains(&PathBuf::from("/h/.ssh")));
-        assert!(d.iter().all(|p| p.starts_with("/h")));
     }
 
     #[test]

@@ -84,36 +84,6 @@ impl NetworkPolicy {
     }
 }
 
-/// The hosts a coding agent needs by default: the public package registries
-/// and code hosts. Replaceable by the deployment (`allowed_hosts`).
-pub const DEFAULT_ALLOWED_HOSTS: &[&str] = &[
-    // Rust
-    "crates.io",
-    "index.crates.io",
-    "static.crates.io",
-    "static.rust-lang.org",
-    // JavaScript
-    "registry.npmjs.org",
-    "registry.yarnpkg.com",
-    // Python
-    "pypi.org",
-    "files.pythonhosted.org",
-    // Go
-    "proxy.golang.org",
-    "sum.golang.org",
-    // JVM
-    "repo.maven.apache.org",
-    "repo1.maven.org",
-    "plugins.gradle.org",
-    "services.gradle.org",
-    // Code hosts
-    "github.com",
-    "*.github.com",
-    "*.githubusercontent.com",
-    "gitlab.com",
-    "bitbucket.org",
-];
-
 /// A host pattern that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{value:?}: {reason}")]
@@ -362,13 +332,6 @@ pub fn unenforced(policy: &NetworkPolicy, backend: &str) -> Vec<crate::Gap> {
     )]
 }
 
-/// [`DEFAULT_ALLOWED_HOSTS`] as a list.
-pub fn default_allowed_hosts() -> Vec<String> {
-    DEFAULT_ALLOWED_HOSTS
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect()
-}
 
 #[cfg(test)]
 mod tests {
@@ -433,22 +396,5 @@ mod tests {
         let (i, e) = parse_hosts(&["ok.example", "https://x"]).unwrap_err();
         assert_eq!(i, 1);
         assert!(e.to_string().contains("URL"), "{e}");
-    }
-
-    #[test]
-    fn the_default_list_is_valid_and_policies_judge_by_mode() {
-        let hosts = parse_hosts(DEFAULT_ALLOWED_HOSTS).unwrap();
-        assert_eq!(hosts.len(), DEFAULT_ALLOWED_HOSTS.len());
-        let listed = NetworkPolicy::new(NetworkMode::AllowListed, hosts);
-        assert!(listed.allows("index.crates.io") && listed.allows("raw.githubusercontent.com"));
-        assert!(!listed.allows("example.com"));
-        assert!(
-            !NetworkPolicy::new(NetworkMode::Deny, default_allowed_hosts()).allows("crates.io")
-        );
-        assert!(NetworkPolicy::default().allows("example.com"));
-        assert_eq!(
-            parse_hosts(&["A.example", "a.example"]).unwrap(),
-            ["a.example"]
-        );
     }
 }

@@ -281,7 +281,7 @@ mod file_policy {
     #[test]
     fn deny_read_left_out_is_the_default_list_and_empty_is_none() {
         let c = parse("", HOME).unwrap();
-        let expected = files::default_deny_read(&vars(HOME)).unwrap();
+        let expected = crate::default_deny_read(&vars(HOME)).unwrap();
         assert_eq!(c.file_policy().deny_read, expected);
         assert!(
             c.file_policy()
@@ -447,7 +447,7 @@ mod network {
     fn left_out_the_network_follows_the_mode_and_the_default_hosts_apply() {
         let c = parse("").unwrap();
         assert_eq!(c.policy.network, None);
-        assert_eq!(c.allowed_hosts(), net::default_allowed_hosts());
+        assert_eq!(c.allowed_hosts(), crate::default_allowed_hosts());
         let c = parse("network = \"deny\"\nallowed_hosts = []\n").unwrap();
         assert_eq!(c.policy.network, Some(NetworkMode::Deny));
         assert!(c.allowed_hosts().is_empty());
