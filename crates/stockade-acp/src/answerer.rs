@@ -12,8 +12,8 @@ use stockade_agent::{Answerer, ApprovalRequest};
 use stockade_core::ApprovalOutcome;
 use stockade_shell::BoxFuture;
 
-use crate::log;
 use crate::live::Live;
+use crate::log;
 use crate::updates::{in_progress, send};
 
 /// The option ids offered. Only these two: a grant is never persisted, so

@@ -13,8 +13,8 @@ use agent_client_protocol::v1::schema::{
 use stockade_agent::{EditorFiles, ToolContext, ToolProgress};
 use stockade_shell::BoxFuture;
 
-use crate::log;
 use crate::live::Live;
+use crate::log;
 use crate::updates::{output_so_far, send};
 
 /// The editor of this connection, as the tools see it.
