@@ -332,7 +332,6 @@ pub fn unenforced(policy: &NetworkPolicy, backend: &str) -> Vec<crate::Gap> {
     )]
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
