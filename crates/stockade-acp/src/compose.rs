@@ -14,10 +14,10 @@ use stockade_agent::{
     Answerer, ApprovalService, BashTool, Delegations, EditorFiles, EscalationGate, PolicyContext,
     PolicyService, PresetService, TaskTool, Tool, ToolProgress,
 };
-use stockade_config::{Config, Implementation};
+use stockade_config::{Config, ConfigError, Implementation};
 use stockade_core::SandboxProvider;
 use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
-use stockade_local::{BackendPreference, LocalProvider, LocalSettings, RunnerCommand};
+use stockade_local::LocalProvider;
 use stockade_mcp::Launcher as McpLauncher;
 use stockade_roots::RootPins;
 use stockade_session::SessionStore;
@@ -54,8 +54,8 @@ pub struct Environment {
     pub config_dir: PathBuf,
     /// Where `auto` keeps its probe verdict between processes; `None` keeps
     /// it for this process only.
-    /// [`LocalSettings::default_verdict_cache_dir`] is where `stockade exec`
-    /// keeps it, so both share one verdict.
+    /// [`stockade_local::LocalSettings::default_verdict_cache_dir`] is
+    /// where `stockade exec` keeps it, so both share one verdict.
     pub verdict_cache_dir: Option<PathBuf>,
     /// The config file itself (absolute), when the composition came from
     /// one: it decides every later run's confinement, so it must lie outside
@@ -138,41 +138,19 @@ fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>,
     let Some(s) = &config.sandbox else {
         return Ok(None);
     };
-    // Config validation already refused every value these parse from, so a
-    // failure here is a bug in that validation, reported rather than hidden.
-    let backend: BackendPreference = s.backend.parse().map_err(|e| ServeError::Sandbox {
-        message: format!("sandbox.backend: {e}"),
+    let settings = stockade_config::local_settings(
+        s,
+        env.config_file.as_deref().unwrap_or(&env.config_dir),
+        &env.config_dir,
+        env.verdict_cache_dir.clone(),
+    )
+    .map_err(|e| ServeError::Sandbox {
+        message: match e {
+            // The message as the provider reports it: the key, not the file.
+            ConfigError::Invalid { key, message, .. } => format!("{key}: {message}"),
+            other => other.to_string(),
+        },
     })?;
-    let runner_command = match &s.runner_command {
-        Some(argv) => Some(
-            RunnerCommand::new(
-                argv.iter().map(Into::into).collect(),
-                s.runner_failure_signatures.clone(),
-            )
-            .map_err(|e| ServeError::Sandbox {
-                message: format!("sandbox: {e}"),
-            })?,
-        ),
-        None => None,
-    };
-    let defaults = LocalSettings::default();
-    let settings = LocalSettings {
-        backend,
-        bwrap_path: s
-            .bwrap_path
-            .as_deref()
-            .map(|p| relative_to(&env.config_dir, p)),
-        launcher_path: s
-            .launcher_path
-            .as_deref()
-            .map(|p| relative_to(&env.config_dir, p)),
-        runner_command,
-        probe_timeout: s
-            .probe_timeout_ms
-            .map_or(defaults.probe_timeout, Duration::from_millis),
-        verdict_cache_dir: env.verdict_cache_dir.clone(),
-        allow_sockets: s.allow_sockets.clone(),
-    };
     let provider = LocalProvider::new(settings)
         .map_err(|e| ServeError::Sandbox {
             message: e.to_string(),

@@ -364,35 +364,16 @@ fn exec_settings(
     args: &ExecArgs,
     loaded: Option<&stockade_config::LoadedConfig>,
 ) -> Result<LocalSettings, String> {
-    let mut settings = LocalSettings {
-        verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),
-        ..Default::default()
+    let verdict_cache_dir = LocalSettings::default_verdict_cache_dir();
+    let sandbox = loaded.and_then(|l| l.config.sandbox.as_ref().map(|sb| (l, sb)));
+    let mut settings = match sandbox {
+        Some((l, sb)) => stockade_config::local_settings(sb, &l.path, &l.dir, verdict_cache_dir)
+            .map_err(|e| e.to_string())?,
+        None => LocalSettings {
+            verdict_cache_dir,
+            ..Default::default()
+        },
     };
-    if let Some(l) = loaded
-        && let Some(sb) = &l.config.sandbox
-    {
-        let at = |p: &Path| l.dir.join(p);
-        // Validated at load: a failure here is that validation's bug.
-        settings.backend = sb
-            .backend
-            .parse()
-            .map_err(|e| format!("{}: sandbox.backend: {e}", l.path.display()))?;
-        settings.bwrap_path = sb.bwrap_path.as_deref().map(at);
-        settings.launcher_path = sb.launcher_path.as_deref().map(at);
-        settings.allow_sockets = sb.allow_sockets.clone();
-        if let Some(ms) = sb.probe_timeout_ms {
-            settings.probe_timeout = std::time::Duration::from_millis(ms);
-        }
-        if let Some(argv) = &sb.runner_command {
-            settings.runner_command = Some(
-                stockade_local::RunnerCommand::new(
-                    argv.iter().map(Into::into).collect(),
-                    sb.runner_failure_signatures.clone(),
-                )
-                .map_err(|e| format!("{}: sandbox: {e}", l.path.display()))?,
-            );
-        }
-    }
     if let Some(b) = args.backend {
         settings.backend = b;
     }

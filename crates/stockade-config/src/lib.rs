@@ -11,6 +11,7 @@ pub mod hooks;
 mod load;
 mod mode;
 pub mod presets;
+mod sandbox;
 mod schema;
 
 pub use defaults::{
@@ -18,6 +19,7 @@ pub use defaults::{
 };
 pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, session_dir};
 pub use mode::{DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from};
+pub use sandbox::local_settings;
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,
     ENV_MODE, FsSection, Implementation, PolicySection, PresetsSection, SandboxSection,
