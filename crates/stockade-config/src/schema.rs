@@ -218,6 +218,7 @@ pub struct PresetsSection {
 
 /// A configuration that cannot be composed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("{}: cannot read: {source}", .path.display())]
     Read {
