@@ -423,7 +423,11 @@ fn socket_dirs_of(dir: &Path, pid: u32) -> Vec<PathBuf> {
     fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .filter(|e| {
+                    e.file_name()
+                        .as_encoded_bytes()
+                        .starts_with(prefix.as_bytes())
+                })
                 .map(|e| e.path())
                 .collect()
         })
