@@ -72,6 +72,10 @@ pub(crate) struct RunNet {
 struct RunLog {
     running: Arc<Running>,
     token: RunToken,
+    /// How many of the proxy's own problems (proxy-wide, each kept once)
+    /// were known before this run: only later ones are this run's to say,
+    /// so a long session does not repeat an old one after every command.
+    problems_before: usize,
 }
 
 impl NetworkLog for RunLog {
@@ -79,8 +83,14 @@ impl NetworkLog for RunLog {
         self.running.proxy.refused(&self.token)
     }
     fn problems(&self) -> Vec<String> {
-        self.running.proxy.problems()
+        since(self.running.proxy.problems(), self.problems_before)
     }
+}
+
+/// The problems of a list that only grows, after the first `before`.
+fn since(mut all: Vec<String>, before: usize) -> Vec<String> {
+    all.drain(..before.min(all.len()));
+    all
 }
 
 fn refused(detail: impl std::fmt::Display) -> SandboxUnavailable {
@@ -467,7 +477,12 @@ pub(crate) fn for_run(
                 port: proxy.port(),
                 unix,
             };
-            run.log = Some(NetworkLogHandle(Arc::new(RunLog { running, token })));
+            let problems_before = running.proxy.problems().len();
+            run.log = Some(NetworkLogHandle(Arc::new(RunLog {
+                running,
+                token,
+                problems_before,
+            })));
         }
     }
     // Below ABI 4 the supervisor connects only to 127.0.0.1 at the
@@ -552,6 +567,15 @@ fn unenforceable(abi: Option<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_says_only_the_proxy_problems_that_came_after_it_started() {
+        let all = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        assert_eq!(since(all(3), 0), all(3));
+        assert_eq!(since(all(3), 2), ["p2"]);
+        assert!(since(all(3), 3).is_empty());
+        assert!(since(all(2), 5).is_empty());
+    }
 
     /// Every client's variable carries the same URL, with the token as a
     /// password, and git and Node are told what makes them use it.
