@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use landlock::{ABI, PathBeneath};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use rustix::process::{geteuid, getpid, getsid, getuid, setsid};
+use rustix::process::{geteuid, getuid, setsid};
 use rustix::thread::{
     CapabilitySet, CapabilitySets, capabilities, capability_is_in_bounding_set,
     clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
@@ -122,7 +122,7 @@ pub(crate) fn detach_terminal(keep_group: bool, ctty: bool) {
     // A session leader giving up its terminal hangs up its own foreground
     // group (SIGHUP), so that rare shape fails closed instead. (A forked
     // child is never one.)
-    if getsid(None).ok() == Some(getpid()) {
+    if sys::leads_session() {
         fail("cannot detach from the controlling terminal: already a session leader");
     }
     if let Err(e) = sys::tiocnotty(&tty) {
@@ -145,8 +145,7 @@ pub(crate) fn detach_terminal(keep_group: bool, ctty: bool) {
 /// the kernel refuses that with EPERM. Job control, `/dev/tty` and
 /// TIOCSTI then reach only this run's own terminal.
 pub(crate) fn take_terminal() {
-    let leader = getsid(None).ok() == Some(getpid());
-    if !leader {
+    if !sys::leads_session() {
         setsid().or_fail("--ctty: setsid");
     }
     let stdin = std::io::stdin();

@@ -104,6 +104,17 @@ pub(crate) fn set_cloexec(fd: RawFd) {
     let _ = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
 }
 
+/// Whether this process leads its session. Not rustix's `getsid`: in a
+/// pid namespace whose session leader lies outside it (a container entered
+/// with `exec`, CI's case) the kernel answers 0, which rustix takes for a
+/// pid that cannot be 0 (a debug assertion, a bad `Pid` in release).
+pub(crate) fn leads_session() -> bool {
+    // SAFETY: getsid(0) asks about this process; it reads no memory of
+    // ours and only returns a number (or -1).
+    let sid = unsafe { libc::getsid(0) };
+    sid > 0 && sid == std::process::id() as libc::pid_t
+}
+
 /// TIOCNOTTY on `tty`: this process gives up its controlling terminal.
 pub(crate) fn tiocnotty(tty: &OwnedFd) -> std::io::Result<()> {
     // SAFETY: TIOCNOTTY takes no argument and only changes this process's

@@ -1923,3 +1923,69 @@ fn a_nested_writable_root_cannot_be_moved_away() {
         assert!(s.ws.join("sibling2").is_dir(), "{who:?}");
     }
 }
+
+/// `cmd` run in a new pid namespace (and, when we are not root, a user
+/// namespace to make one): with that namespace's own /proc, or with the
+/// /proc of the namespace outside, where every number names another process.
+fn in_pid_namespace(cmd: &Command, own_proc: bool) -> Command {
+    let mut c = Command::new("unshare");
+    if !rustix::process::geteuid().is_root() {
+        c.args(["--user", "--map-root-user"]);
+    }
+    c.args(["--pid", "--fork"]);
+    if own_proc {
+        c.arg("--mount-proc");
+    }
+    c.arg("--").arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        c.current_dir(dir);
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// The supervisor reads the command's threads as /proc/<tid>. Where /proc
+/// is another pid namespace's, those numbers name other processes (their
+/// cwd, their descriptors): it refuses to start (125, nothing run), and
+/// runs as usual where the namespace has its own /proc.
+#[test]
+fn the_supervisor_refuses_a_proc_of_another_pid_namespace() {
+    for who in users() {
+        let s = Scratch::new(who, |_, _| {});
+        let made = s.ws.join("made");
+        let touch = launcher(who, &s.ws, &[], &[os("/usr/bin/touch"), made.as_os_str()]);
+        let out = output(&mut in_pid_namespace(&touch, false));
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "{who:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("/proc belongs to another pid namespace"),
+            "{who:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(!made.exists(), "{who:?}: the command ran");
+        let out = output(&mut in_pid_namespace(&touch, true));
+        assert!(out.status.success(), "{who:?}: {}", text(&out.stderr));
+        assert!(made.exists(), "{who:?}: the command never ran");
+        // Unsupervised, nothing reads /proc/<tid>: it runs either way.
+        fs::remove_file(&made).unwrap();
+        let plain = launcher(
+            who,
+            &s.ws,
+            &no_supervise(),
+            &[os("/usr/bin/touch"), made.as_os_str()],
+        );
+        let out = output(&mut in_pid_namespace(&plain, false));
+        assert!(out.status.success(), "{who:?}: {}", text(&out.stderr));
+        assert!(made.exists(), "{who:?}: the unsupervised command never ran");
+    }
+}

@@ -40,6 +40,32 @@ mod imp {
         resize: Option<tokio::task::JoinHandle<()>>,
     }
 
+    /// Whether our process group is `tty`'s foreground group. Our group
+    /// comes from `/proc/self/stat`, not `getpgrp`: in a pid namespace whose
+    /// group leader lies outside it (a container entered with `exec`) the
+    /// kernel answers 0 there, which rustix's `Pid` cannot hold. Unknown
+    /// (no /proc, an invisible group) counts as not in the foreground: the
+    /// command then inherits our terminal, as without a pty.
+    fn in_foreground(tty: &impl AsFd) -> bool {
+        let Ok(foreground) = rustix::termios::tcgetpgrp(tty) else {
+            return false;
+        };
+        let Ok(stat) = std::fs::read("/proc/self/stat") else {
+            return false;
+        };
+        own_group(&stat).is_some_and(|group| group == foreground.as_raw_nonzero().get())
+    }
+
+    /// The process group field of a `/proc/<pid>/stat` line: the third field
+    /// after the command name, which ends at the last `)` (a name may hold
+    /// spaces and parentheses). 0 (a group outside our namespace) is none.
+    fn own_group(stat: &[u8]) -> Option<i32> {
+        let end = stat.iter().rposition(|&b| b == b')')?;
+        let rest = std::str::from_utf8(&stat[end + 1..]).ok()?;
+        let group: i32 = rest.split_ascii_whitespace().nth(2)?.parse().ok()?;
+        (group > 0).then_some(group)
+    }
+
     impl Session {
         /// A terminal for the command, or `None` when this is no
         /// interactive terminal of ours (a pipe, a file, a background job)
@@ -52,7 +78,7 @@ mod imp {
                 && rustix::termios::isatty(std::io::stderr());
             // A background job must not take the terminal's settings (and
             // would be stopped by SIGTTOU for trying).
-            if !all || rustix::termios::tcgetpgrp(&stdin).ok() != Some(rustix::process::getpgrp()) {
+            if !all || !in_foreground(&stdin) {
                 return None;
             }
             let saved = tcgetattr(&stdin).ok()?;
@@ -174,6 +200,20 @@ mod imp {
             }
         }
         true
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::own_group;
+
+        #[test]
+        fn the_group_is_read_after_the_last_parenthesis_and_zero_is_none() {
+            assert_eq!(own_group(b"42 (sh) S 1 42 42 34816 42 4194304"), Some(42));
+            assert_eq!(own_group(b"7 (a) b (c) R 1 9 7 0 -1 0"), Some(9));
+            assert_eq!(own_group(b"7 (in a ns) S 0 0 0 0 -1 0"), None);
+            assert_eq!(own_group(b"7 (cut) S 1"), None);
+            assert_eq!(own_group(b"no parenthesis"), None);
+        }
     }
 }
 

@@ -17,7 +17,7 @@ mod common;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -657,5 +657,69 @@ fn the_launcher_never_takes_a_terminal_another_session_holds() {
         }
         let _ = holder.kill();
         let _ = holder.wait();
+    }
+}
+
+/// In a pid namespace whose session and group leaders lie outside it (a
+/// container entered with `exec`, as CI is), the kernel reports our session
+/// as 0. The launcher must still run, take a fresh terminal with `--ctty`
+/// and detach from one without it, in both of its modes.
+#[test]
+fn the_launcher_runs_where_its_session_leader_is_outside_its_namespace() {
+    let launcher = env!("CARGO_BIN_EXE_landlock-run");
+    let root = rustix::process::geteuid().is_root();
+    for who in users() {
+        let marker = tempfile::tempdir_in(common::base()).unwrap();
+        who.own(marker.path());
+        let ran = marker.path().join("ran");
+        let touch = format!("touch {}", ran.display());
+        let m = marker.path().to_str().unwrap();
+        let modes: [&[&str]; 4] = [
+            &[
+                "--ro", "/", "--rw", m, "--ctty", "--", "/bin/sh", "-c", &touch,
+            ],
+            &["--close-fds", "--ctty", "--", "/bin/sh", "-c", &touch],
+            &["--ro", "/", "--rw", m, "--", "/bin/sh", "-c", &touch],
+            &["--close-fds", "--", "/bin/sh", "-c", &touch],
+        ];
+        for args in modes {
+            let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+            rustix::pty::grantpt(&master).unwrap();
+            rustix::pty::unlockpt(&master).unwrap();
+            let slave = rustix::pty::ioctl_tiocgptpeer(
+                &master,
+                OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
+            )
+            .unwrap();
+            let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+            who.own(Path::new(OsStr::from_bytes(name.as_bytes())));
+            let mut unshare = std::process::Command::new("unshare");
+            if !root {
+                unshare.arg("--user").arg("--map-root-user");
+            }
+            // Its own /proc, as a container has (the supervisor refuses
+            // another namespace's: landlock_supervisor.rs).
+            unshare.args(["--pid", "--fork", "--mount-proc", "--"]);
+            if who == Who::Nobody {
+                unshare.args([
+                    "setpriv",
+                    &format!("--reuid={}", stockade_testkit::users::NOBODY),
+                    &format!("--regid={}", stockade_testkit::users::NOBODY),
+                    "--clear-groups",
+                    "--",
+                ]);
+            }
+            let out = unshare
+                .arg(launcher)
+                .args(args)
+                .stdin(Stdio::from(slave))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{who:?} {args:?}: {err}");
+            assert!(ran.exists(), "{who:?} {args:?}: the command never ran");
+            fs::remove_file(&ran).unwrap();
+            drop(master);
+        }
     }
 }

@@ -72,9 +72,28 @@ pub struct Launcher {
     pub release_status: fn(),
 }
 
+/// Whether `/proc/self` names this process, i.e. the /proc mounted here is
+/// our pid namespace's.
+fn proc_is_ours() -> bool {
+    std::fs::read_link("/proc/self").is_ok_and(|link| {
+        link.as_os_str().as_encoded_bytes() == std::process::id().to_string().as_bytes()
+    })
+}
+
 /// Runs the command under supervision; never returns.
 pub fn run(fence: Fence, launcher: Launcher) -> ! {
     let fail = launcher.fail;
+    // Every decision reads the command's threads through /proc/<tid>, with
+    // the tid as our namespace numbers it. A /proc of another pid namespace
+    // (`unshare --pid` without `--mount-proc`) names other processes by
+    // those numbers: their cwd, their descriptors. Refuse rather than act
+    // on a stranger's state.
+    if !proc_is_ours() {
+        fail(format_args!(
+            "/proc belongs to another pid namespace (/proc/self is not pid {}); the supervisor would read other processes' state: run where this namespace has its own /proc (e.g. unshare --pid --mount-proc)",
+            std::process::id()
+        ));
+    }
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let (mut from_child, to_parent) =
         std::io::pipe().unwrap_or_else(|e| fail(format_args!("pipe: {e}")));
