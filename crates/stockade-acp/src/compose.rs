@@ -176,6 +176,7 @@ pub fn compose(
     // resolves: bash and the file tools get the same lists.
     let policy = Arc::new(
         PolicyService::new(config.policy.mode, fallback_root(config, env))
+            .with_mode_rule(stockade_config::session_mode)
             .with_files(config.file_policy().clone())
             .with_default_network(config.policy.network)
             .with_allowed_hosts(config.allowed_hosts().to_vec()),

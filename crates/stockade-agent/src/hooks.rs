@@ -21,10 +21,9 @@ const LOGGED_OUTPUT: usize = 16 * 1024;
 /// How much of a veto's stderr the model is given.
 const VETO_REASON: usize = 4 * 1024;
 
-// The `[[hooks]]` entry as written and its check live with the schema.
-pub use stockade_config::hooks::{
-    DEFAULT_TIMEOUT, HookConfig, HookConfigError, HookEvent, MAX_TIMEOUT,
-};
+mod entry;
+
+pub use entry::{DEFAULT_TIMEOUT, HookConfig, HookConfigError, HookEvent, MAX_TIMEOUT};
 
 /// The exit status with which a `pre_tool` hook stops the call (the value
 /// other agents' hooks use). Its stderr is the reason the model is given.

@@ -17,7 +17,7 @@ pub mod tools;
 pub use approval::{Answerer, ApprovalRequest, ApprovalService, Fixed, RejectMatching};
 pub use context::PolicyContext;
 pub use escalation::{EscalationGate, Grant, NetworkTarget};
-pub use policy::{NetworkSource, PolicyService};
+pub use policy::{ModeRule, NetworkSource, PolicyService};
 pub use presets::{Preset, PresetError, PresetService};
 pub use tool::{EditorFiles, FileDiff, Tool, ToolContext, ToolOutput, ToolProgress, resolve_path};
 pub use tools::bash::BashTool;

@@ -10,9 +10,59 @@ use std::path::PathBuf;
 use stockade_core::{ExecutionPolicy, FilePolicy, NetworkMode, NetworkPolicy, SandboxMode};
 use stockade_session::Session;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The hosts a coding agent needs by default: the public package registries
+/// and code hosts. Replaceable by the deployment (`allowed_hosts`); a service composed
+/// without a list lets these through.
+pub const DEFAULT_ALLOWED_HOSTS: &[&str] = &[
+    // Rust
+    "crates.io",
+    "index.crates.io",
+    "static.crates.io",
+    "static.rust-lang.org",
+    // JavaScript
+    "registry.npmjs.org",
+    "registry.yarnpkg.com",
+    // Python
+    "pypi.org",
+    "files.pythonhosted.org",
+    // Go
+    "proxy.golang.org",
+    "sum.golang.org",
+    // JVM
+    "repo.maven.apache.org",
+    "repo1.maven.org",
+    "plugins.gradle.org",
+    "services.gradle.org",
+    // Code hosts
+    "github.com",
+    "*.github.com",
+    "*.githubusercontent.com",
+    "gitlab.com",
+    "bitbucket.org",
+];
+
+/// [`DEFAULT_ALLOWED_HOSTS`] as a list.
+pub fn default_allowed_hosts() -> Vec<String> {
+    DEFAULT_ALLOWED_HOSTS
+        .iter()
+        .map(|h| (*h).to_owned())
+        .collect()
+}
+
+/// Which mode a call gets without an escalation, from the session's own
+/// switch (if any) and the configured default. The composition root passes
+/// its one precedence table (`stockade_config::session_mode`); a service
+/// built without one lets the session's switch win, as DESIGN §5 states.
+pub type ModeRule = fn(session: Option<SandboxMode>, configured: SandboxMode) -> SandboxMode;
+
+fn session_over_configured(session: Option<SandboxMode>, configured: SandboxMode) -> SandboxMode {
+    session.unwrap_or(configured)
+}
+
+#[derive(Debug, Clone)]
 pub struct PolicyService {
     default_mode: SandboxMode,
+    mode_rule: ModeRule,
     fallback_root: PathBuf,
     files: FilePolicy,
     /// `[policy] network`; `None` follows the file mode
@@ -37,11 +87,19 @@ impl PolicyService {
     pub fn new(default_mode: SandboxMode, fallback_root: impl Into<PathBuf>) -> Self {
         Self {
             default_mode,
+            mode_rule: session_over_configured,
             fallback_root: fallback_root.into(),
             files: FilePolicy::default(),
             default_network: None,
-            allowed_hosts: stockade_config::default_allowed_hosts(),
+            allowed_hosts: default_allowed_hosts(),
         }
+    }
+
+    /// The same service ranking the session's switch against the
+    /// configured default by `rule`.
+    pub fn with_mode_rule(mut self, rule: ModeRule) -> Self {
+        self.mode_rule = rule;
+        self
     }
 
     /// The same service stamping `files` on every policy it resolves.
@@ -88,12 +146,10 @@ impl PolicyService {
     pub fn effective_mode(&self, session: Option<&Session>) -> SandboxMode {
         // `$STOCKADE_MODE` is already in the configured default (applied at
         // load), so it is not read again here.
-        let layers = stockade_config::ModeLayers {
-            session: session.and_then(Session::sandbox_override),
-            config: Some(self.default_mode),
-            ..Default::default()
-        };
-        layers.resolve().0
+        (self.mode_rule)(
+            session.and_then(Session::sandbox_override),
+            self.default_mode,
+        )
     }
 
     /// The network default under file mode `mode`: the configured one,

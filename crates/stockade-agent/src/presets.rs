@@ -9,8 +9,9 @@ use stockade_session::{KnobSource, Session};
 use crate::approval::ApprovalService;
 use crate::policy::PolicyService;
 
-// The table entry as written, and its check at load, live with the schema.
-pub use stockade_config::presets::{CONFIGURED, CUSTOM, Preset, PresetError, check_table};
+mod table;
+
+pub use table::{CONFIGURED, CUSTOM, Preset, PresetError, check_table};
 
 pub struct PresetService {
     presets: Vec<Preset>,

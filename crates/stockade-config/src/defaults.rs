@@ -2,7 +2,8 @@
 //! which hosts `allow-listed` lets through, when `stockade.toml` (or
 //! `exec`'s flags) says nothing. Core keeps the vocabulary these are
 //! written in; the choice of entries is deployment policy, so it lives
-//! with the configuration.
+//! with the configuration (the host table is defined by the agent's
+//! policy service, its default when composed without one).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -33,43 +34,10 @@ pub fn default_deny_read(
     expand_all(DEFAULT_DENY_READ, ListKind::DenyRead, env)
 }
 
-/// The hosts a coding agent needs by default: the public package registries
-/// and code hosts. Replaceable by the deployment (`allowed_hosts`).
-pub const DEFAULT_ALLOWED_HOSTS: &[&str] = &[
-    // Rust
-    "crates.io",
-    "index.crates.io",
-    "static.crates.io",
-    "static.rust-lang.org",
-    // JavaScript
-    "registry.npmjs.org",
-    "registry.yarnpkg.com",
-    // Python
-    "pypi.org",
-    "files.pythonhosted.org",
-    // Go
-    "proxy.golang.org",
-    "sum.golang.org",
-    // JVM
-    "repo.maven.apache.org",
-    "repo1.maven.org",
-    "plugins.gradle.org",
-    "services.gradle.org",
-    // Code hosts
-    "github.com",
-    "*.github.com",
-    "*.githubusercontent.com",
-    "gitlab.com",
-    "bitbucket.org",
-];
-
-/// [`DEFAULT_ALLOWED_HOSTS`] as a list.
-pub fn default_allowed_hosts() -> Vec<String> {
-    DEFAULT_ALLOWED_HOSTS
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect()
-}
+// The host table is the agent's: its policy service lets these through
+// when no composition root gave it a list. Named here too, beside the
+// deny-read table, where both front ends read their defaults.
+pub use stockade_agent::policy::{DEFAULT_ALLOWED_HOSTS, default_allowed_hosts};
 
 #[cfg(test)]
 mod tests {

@@ -1,16 +1,15 @@
 //! The composition root's first layer: the `stockade.toml` schema and its
-//! validation, loading it, the default tables (deny-read, allowed hosts), and the plain data its sections hold (hook
-//! entries, permission presets). Both front ends (`stockade exec` and
+//! validation (its sections deserialize into the agent's own types: hook
+//! entries, permission presets), loading it, and the default tables
+//! (deny-read, allowed hosts). Both front ends (`stockade exec` and
 //! `stockade acp`) load through here, so which file is read, how
 //! `$STOCKADE_MODE` ranks among the other sources of the mode and where the session logs live are decided
 //! once.
 #![forbid(unsafe_code)]
 
 mod defaults;
-pub mod hooks;
 mod load;
 mod mode;
-pub mod presets;
 mod sandbox;
 mod schema;
 
@@ -18,7 +17,9 @@ pub use defaults::{
     DEFAULT_ALLOWED_HOSTS, DEFAULT_DENY_READ, default_allowed_hosts, default_deny_read,
 };
 pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, session_dir};
-pub use mode::{DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from};
+pub use mode::{
+    DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from, session_mode,
+};
 pub use sandbox::local_settings;
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,

@@ -86,6 +86,19 @@ impl ModeLayers {
     }
 }
 
+/// [`MODE_PRECEDENCE`] as the agent's policy service applies it per call
+/// (its `ModeRule`): the session's switch against the configured default,
+/// in which `$STOCKADE_MODE` was applied at load.
+pub fn session_mode(session: Option<SandboxMode>, configured: SandboxMode) -> SandboxMode {
+    ModeLayers {
+        session,
+        config: Some(configured),
+        ..Default::default()
+    }
+    .resolve()
+    .0
+}
+
 /// `$STOCKADE_MODE` of this process, if set.
 pub fn env_mode() -> Result<Option<SandboxMode>, ConfigError> {
     env_mode_from(|name| std::env::var_os(name))

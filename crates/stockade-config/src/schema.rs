@@ -46,7 +46,7 @@ pub struct Config {
     /// `[[hooks]]`: commands run at session start, around tool calls and
     /// when the model ends its turn, through the shell tool's executor.
     #[serde(default)]
-    pub hooks: Vec<crate::hooks::HookConfig>,
+    pub hooks: Vec<stockade_agent::hooks::HookConfig>,
     /// `[policy]`'s three lists, expanded when the file is loaded; nothing
     /// later interprets `~` or a group again.
     #[serde(skip)]
@@ -213,7 +213,7 @@ fn default_approval() -> ApprovalPolicy {
 pub struct PresetsSection {
     /// The table; empty means the default table.
     #[serde(default)]
-    pub preset: Vec<crate::presets::Preset>,
+    pub preset: Vec<stockade_agent::Preset>,
 }
 
 /// A configuration that cannot be composed.
@@ -418,7 +418,7 @@ impl Config {
             return Err(invalid(&format!("model.{field}"), reason));
         }
         if let Some(p) = &self.presets {
-            crate::presets::check_table(&p.preset)
+            stockade_agent::presets::check_table(&p.preset)
                 .map_err(|(i, e)| invalid(&format!("presets.preset[{i}]"), e.to_string()))?;
         }
         for (index, hook) in self.hooks.iter().enumerate() {

@@ -1,6 +1,7 @@
 //! Permission presets as `stockade.toml` writes them (`[[presets.preset]]`),
-//! and the check a table passes at load. Offering and selecting them is
-//! the agent's `PresetService`.
+//! and the check a table passes at load (the schema in stockade-config
+//! deserializes straight into [`Preset`]) and again when a `PresetService`
+//! is built.
 
 use stockade_core::{ApprovalPolicy, NetworkMode, SandboxMode};
 use stockade_session::SessionError;

@@ -1,5 +1,5 @@
 //! One `[[hooks]]` entry of `stockade.toml` as written, and its check at
-//! load. Running hooks is the agent's job (`stockade_agent::hooks`).
+//! load (the schema in stockade-config deserializes straight into it).
 
 use std::fmt;
 use std::time::Duration;
