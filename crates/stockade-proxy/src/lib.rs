@@ -23,9 +23,22 @@
 //! of its proxy URL, so what a run was refused can be told back to it. The
 //! proxy prints nothing; [`Proxy::refused`] and [`Proxy::problems`] are how
 //! the caller learns what happened.
+//!
+//! A run may instead ask about hosts not on the list
+//! ([`Proxy::run_token_asking`] with a [`HostApproval`]): such a request is
+//! held while a [`HostApprover`] is asked [`HostQuestion`] `{ host, port }`
+//! (a strictly read host name, never an address or free text), once per
+//! host per command, at most [`DEFAULT_MAX_QUESTIONS`] per command and
+//! [`MAX_OUTSTANDING`] at once by default, for at most [`DEFAULT_TIMEOUT`].
+//! Allowed, it proceeds exactly as for a listed host (addresses still
+//! judged); refused, timed out or withdrawn, the command gets today's
+//! `403` and `x-stockade-denied`. [`HostGrants`] is the session's memory of
+//! `AllowForSession` and `Refuse`, kept by the caller across commands. The
+//! `approval` module says the rest.
 #![forbid(unsafe_code)]
 
 mod address;
+mod approval;
 mod ledger;
 mod service;
 mod target;
@@ -43,8 +56,14 @@ use std::time::Duration;
 use stockade_core::net::{HostPattern, HostPatternError};
 use tokio::sync::{Semaphore, oneshot};
 
+use crate::approval::Scope;
 use crate::ledger::Ledger;
 use crate::service::Shared;
+
+pub use crate::approval::{
+    DEFAULT_MAX_QUESTIONS, DEFAULT_TIMEOUT, GrantError, HostAnswer, HostApproval, HostApprover,
+    HostGrants, HostQuestion, HostReply, MAX_OUTSTANDING,
+};
 
 /// Connections served at once; more wait in the listen backlog, so a
 /// runaway command cannot exhaust the session's descriptors through us.
@@ -144,10 +163,14 @@ impl Proxy {
     /// Binds `127.0.0.1:0` (and the Unix socket, if asked) and starts
     /// serving on a thread of its own.
     pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
-        Self::start_with(config, HEADER_TIMEOUT)
+        Self::start_with(config, HEADER_TIMEOUT, MAX_OUTSTANDING)
     }
 
-    fn start_with(config: ProxyConfig, header_timeout: Duration) -> Result<Proxy, ProxyError> {
+    fn start_with(
+        config: ProxyConfig,
+        header_timeout: Duration,
+        max_outstanding: usize,
+    ) -> Result<Proxy, ProxyError> {
         let patterns = config
             .allowed_hosts
             .iter()
@@ -169,6 +192,8 @@ impl Proxy {
             ranges,
             resolve,
             ledger: Ledger::default(),
+            scopes: std::sync::Mutex::default(),
+            outstanding: Arc::new(Semaphore::new(max_outstanding)),
         });
 
         // Bound here, on the caller's thread, so a failure is the caller's
@@ -277,6 +302,38 @@ impl Proxy {
         let token = RunToken(format!("{value:032x}"));
         self.shared.ledger.register(token.as_str());
         token
+    }
+
+    /// A fresh token for one command that asks `approval`'s approver about
+    /// hosts not on the list instead of refusing them at once (see the
+    /// [`approval`](HostApproval) docs: what is asked, when, how long a
+    /// connection is held, what the command sees). Call [`Proxy::end_run`]
+    /// when the command is over, so its pending questions are withdrawn
+    /// and the approver is let go.
+    pub fn run_token_asking(&self, approval: HostApproval) -> RunToken {
+        let token = self.run_token();
+        self.lock_scopes()
+            .insert(token.as_str().to_owned(), Arc::new(Scope::new(approval)));
+        token
+    }
+
+    /// The command of `token` is over: its unanswered questions are
+    /// withdrawn ([`HostReply::is_pending`] turns false, their connections
+    /// get today's refusal) and nothing more is asked for it. Its refused
+    /// and allowed hosts stay readable. A token that never asked: nothing.
+    pub fn end_run(&self, token: &RunToken) {
+        let scope = self.lock_scopes().remove(token.as_str());
+        if let Some(s) = scope {
+            s.end();
+        }
+    }
+
+    fn lock_scopes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Scope>>> {
+        // A map of Arcs: a panic elsewhere cannot leave it half-written.
+        self.shared
+            .scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The proxy URL for a run: `http://stockade:<token>@127.0.0.1:<port>`.
@@ -436,7 +493,8 @@ mod tests {
 
     #[test]
     fn a_client_that_sends_no_request_line_is_dropped() {
-        let proxy = Proxy::start_with(ProxyConfig::default(), Duration::from_millis(300)).unwrap();
+        let proxy =
+            Proxy::start_with(ProxyConfig::default(), Duration::from_millis(300), 1).unwrap();
         let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let started = std::time::Instant::now();

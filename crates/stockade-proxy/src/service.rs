@@ -19,9 +19,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use stockade_core::net::{HostPattern, IpRange};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::address;
+use crate::approval::Scope;
 use crate::ledger::Ledger;
 use crate::target::{self, Host, Target};
 
@@ -39,6 +40,10 @@ pub(crate) struct Shared {
     pub(crate) ranges: Vec<IpRange>,
     pub(crate) resolve: HashMap<String, Vec<SocketAddr>>,
     pub(crate) ledger: Ledger,
+    /// The runs that ask about unlisted hosts, by token.
+    pub(crate) scopes: std::sync::Mutex<HashMap<String, Arc<Scope>>>,
+    /// Questions unanswered at once, across every run.
+    pub(crate) outstanding: Arc<Semaphore>,
 }
 
 /// Why a request is not let through.
@@ -68,10 +73,20 @@ impl Shared {
         self.ranges.iter().any(|r| r.contains(addr))
     }
 
-    /// Judges the name, resolves it once and judges each address. The
-    /// addresses returned are the ones connected to: nothing is resolved
-    /// again between this check and the connection.
-    async fn judge(&self, target: &Target) -> Judged {
+    /// The asking scope of the run `token` names, if it has one.
+    fn scope(&self, token: Option<&str>) -> Option<Arc<Scope>> {
+        let scopes = self
+            .scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        scopes.get(token?).cloned()
+    }
+
+    /// Judges the name (asking the run's approver about one not on the
+    /// list, when the run has one), resolves it once and judges each
+    /// address. The addresses returned are the ones connected to: nothing
+    /// is resolved again between this check and the connection.
+    async fn judge(&self, target: &Target, scope: Option<Arc<Scope>>) -> Judged {
         let name = match &target.host {
             Host::Addr(a) => {
                 return if self.explicitly_allowed(*a) {
@@ -83,7 +98,15 @@ impl Shared {
             Host::Name(n) => n,
         };
         if !self.patterns.iter().any(|p| p.matches(name)) {
-            return Judged::Refused(Refusal::Name);
+            // Asked before any lookup: a name no one allowed is never
+            // sent to DNS.
+            let approved = match scope {
+                Some(s) => s.decide(name, target.port, &self.outstanding).await,
+                None => false,
+            };
+            if !approved {
+                return Judged::Refused(Refusal::Name);
+            }
         }
         let addrs = match self.resolve(name, target.port).await {
             Ok(a) if a.is_empty() => {
@@ -356,7 +379,7 @@ async fn admit(
     target: &Target,
 ) -> Result<Vec<SocketAddr>, Response<Body>> {
     let host = target.host.to_string();
-    match shared.judge(target).await {
+    match shared.judge(target, shared.scope(token)).await {
         Judged::Connect(addrs) => {
             shared.ledger.record(token, &host, true);
             Ok(addrs)
