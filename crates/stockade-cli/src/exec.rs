@@ -20,7 +20,7 @@ use crate::exit::{
     EXIT_CANNOT_START, EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_USAGE, exit_code, fail,
 };
 use crate::provider::provider_with;
-use crate::signals::interrupted;
+use crate::signals::Interrupts;
 use crate::{deny_read, terminal, tree};
 
 fn not_found(e: &ShellError) -> bool {
@@ -51,10 +51,11 @@ async fn run_once(
     // session is dropped, on every way out of this function.
     let session = (!args.json).then(terminal::Session::start).flatten();
     request.terminal = session.as_ref().map(|s| s.terminal().clone());
+    let mut interrupts = Interrupts::catch(session.is_none());
     let run = exec.run(exec.resolve(request));
     let result = match tokio::select! {
         r = run => Ok(r),
-        sig = interrupted(session.is_none()) => Err(sig),
+        sig = interrupts.next() => Err(sig),
     } {
         Ok(r) => r,
         Err(sig) => {

@@ -1,49 +1,73 @@
 //! The signals that stop a run.
 
-/// Resolves when the user (or a supervisor) asks us to stop, with the
-/// signal's number. The child may sit in a session of its own (the Landlock
-/// launcher detaches from the terminal), so it would not see the terminal's
-/// signal: dropping the run kills its process group instead.
+/// The signals that stop a run, caught from the moment this is made:
+/// made before the command starts, so that a signal sent as soon as the
+/// command shows life is never the default action's (which would kill us
+/// with the command left running and the caller's terminal raw).
+///
+/// The child may sit in a session of its own (the Landlock launcher
+/// detaches from the terminal), so it would not see the terminal's signal:
+/// dropping the run kills its process group instead.
 ///
 /// `interrupt`: whether SIGINT stops the run. On a terminal of its own the
 /// command gets Ctrl-C as a byte (ours is raw) and its terminal signals its
 /// own foreground job; a SIGINT sent to us is then ignored, never left to
 /// kill us with the caller's terminal raw.
-pub(crate) async fn interrupted(interrupt: bool) -> i32 {
+pub(crate) struct Interrupts {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let kinds = [
-            (SignalKind::interrupt(), 2),
-            (SignalKind::terminate(), 15),
-            (SignalKind::hangup(), 1),
-        ];
-        let mut streams = Vec::new();
-        for (kind, n) in kinds {
-            if let Ok(s) = signal(kind)
-                && (n != 2 || interrupt)
-            {
-                streams.push((s, n));
+    streams: Vec<(tokio::signal::unix::Signal, i32)>,
+}
+
+impl Interrupts {
+    /// Must be called within the runtime.
+    pub(crate) fn catch(interrupt: bool) -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let kinds = [
+                (SignalKind::interrupt(), 2),
+                (SignalKind::terminate(), 15),
+                (SignalKind::hangup(), 1),
+            ];
+            let mut streams = Vec::new();
+            for (kind, n) in kinds {
+                if let Ok(s) = signal(kind)
+                    && (n != 2 || interrupt)
+                {
+                    streams.push((s, n));
+                }
             }
+            Self { streams }
         }
-        if streams.is_empty() {
-            return std::future::pending().await;
+        #[cfg(not(unix))]
+        {
+            // No terminal of its own here: Ctrl-C always stops the run.
+            let _ = interrupt;
+            Self {}
         }
-        let waits = streams.iter_mut().map(|(s, n)| {
-            let n = *n;
-            Box::pin(async move {
-                s.recv().await;
-                n
-            })
-        });
-        futures_select_all(waits.collect()).await
     }
-    #[cfg(not(unix))]
-    {
-        // No terminal of its own here: Ctrl-C always stops the run.
-        let _ = interrupt;
-        let _ = tokio::signal::ctrl_c().await;
-        2
+
+    /// Resolves with the number of the first signal caught.
+    pub(crate) async fn next(&mut self) -> i32 {
+        #[cfg(unix)]
+        {
+            if self.streams.is_empty() {
+                return std::future::pending().await;
+            }
+            let waits = self.streams.iter_mut().map(|(s, n)| {
+                let n = *n;
+                Box::pin(async move {
+                    s.recv().await;
+                    n
+                })
+            });
+            futures_select_all(waits.collect()).await
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            2
+        }
     }
 }
 
