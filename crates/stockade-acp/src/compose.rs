@@ -1,170 +1,24 @@
-//! From a validated `stockade.toml` to a running agent: the provider, the
-//! executor, the file system, the policy, approval and preset services, the
-//! tools, the policy context and the model. Which of them confine is the
-//! configuration's choice; this module only mounts what it names.
+//! The agent `stockade acp` serves, composed by stockade-config
+//! ([`stockade_config::agent`]); this crate adds only what ACP makes of the
+//! model: its key as ACP authentication ([`ModelAuth`]).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use stockade_agent::agent::Agent;
-use stockade_agent::hooks::Hooks;
-use stockade_agent::tools::files::file_tools;
-use stockade_agent::{
-    Answerer, ApprovalService, BashTool, Delegations, EditorFiles, EscalationGate, PolicyContext,
-    PolicyService, PresetService, TaskTool, Tool, ToolProgress,
-};
-use stockade_config::{Config, ConfigError, Implementation};
-use stockade_core::SandboxProvider;
-use stockade_fs::{FileSystem, LocalFs, SandboxedFs};
-use stockade_local::LocalProvider;
-use stockade_mcp::Launcher as McpLauncher;
-use stockade_roots::RootPins;
-use stockade_session::SessionStore;
-use stockade_shell::{Interpreter, SandboxedExecutor, ShellExecutor, UnconfinedExecutor};
+use stockade_agent::Answerer;
+use stockade_config::Config;
+pub use stockade_config::{EditorHooks, Environment, Sessions};
+use stockade_model::ModelClient;
 
 use crate::auth::{AuthedModel, ModelAuth};
 use crate::error::ServeError;
 
-/// What the front end lends the tools; the default lends nothing (commands
-/// are shown when they finish, files are read from disk).
-#[derive(Default, Clone)]
-pub struct EditorHooks {
-    /// Shown a running command's output.
-    pub progress: Option<Arc<dyn ToolProgress>>,
-    /// Read by the read tool, after the fence allowed the path.
-    pub files: Option<Arc<dyn EditorFiles>>,
-}
+/// Everything the server needs, composed once per process; prompts wait
+/// for the model's key (see [`ModelAuth`]).
+pub type Composition = stockade_config::Composition<Arc<ModelAuth>>;
 
-/// Where sessions live, for the `task` tool's children.
-#[derive(Debug, Clone)]
-pub struct Sessions {
-    pub store: SessionStore,
-    /// The running children, shared with the front end, which shows a
-    /// child's questions under its parent's task call.
-    pub delegations: Arc<Delegations>,
-}
-
-/// Where the pieces that are not in `stockade.toml` come from.
-#[derive(Debug, Clone, Default)]
-pub struct Environment {
-    /// The config file's directory: relative paths in the file are relative
-    /// to it, so the file means the same whatever the editor's current
-    /// directory is.
-    pub config_dir: PathBuf,
-    /// Where `auto` keeps its probe verdict between processes; `None` keeps
-    /// it for this process only.
-    /// [`stockade_local::LocalSettings::default_verdict_cache_dir`] is
-    /// where `stockade exec` keeps it, so both share one verdict.
-    pub verdict_cache_dir: Option<PathBuf>,
-    /// The config file itself (absolute), when the composition came from
-    /// one: it decides every later run's confinement, so it must lie outside
-    /// every root a run may write (checked at startup and per session).
-    pub config_file: Option<PathBuf>,
-    /// The writable roots, held once for this process and shared by the
-    /// provider and the file fence, so bash and the file tools grant the
-    /// same held directories.
-    pub pins: Arc<RootPins>,
-}
-
-/// Everything the server needs, composed once per process.
-pub struct Composition {
-    pub agent: Arc<Agent>,
-    pub policy: Arc<PolicyService>,
-    pub approval: Option<Arc<ApprovalService>>,
-    pub presets: Option<Arc<PresetService>>,
-    /// Whether the mounted executor confines (escalation exists at all).
-    pub confines: bool,
-    /// The model's key: prompts wait for it (see [`ModelAuth`]).
-    pub auth: Arc<ModelAuth>,
-    /// How a session's MCP servers are started (through bash's executor).
-    pub mcp: McpLauncher,
-    /// The configured model takes images (`[model] images`).
-    pub images: bool,
-    /// The mounted provider (`[sandbox]`), which bash and the MCP servers
-    /// confine through, kept to end sessions on it (`None`: none mounted,
-    /// nothing to end).
-    pub provider: Option<Arc<dyn SandboxProvider>>,
-}
-
-impl Composition {
-    /// Session `id` is over: the provider releases what it allocated for
-    /// the session's calls (on Windows its private temp directory and SID).
-    /// What a failed cleanup leaves is inert, so it is logged, not fatal.
-    pub fn end_session(&self, id: &str) {
-        if let Some(p) = &self.provider {
-            end_session(p.as_ref(), id);
-        }
-    }
-}
-
-fn end_session(provider: &dyn SandboxProvider, id: &str) {
-    if let Err(e) = provider.end_session(id) {
-        crate::log(format_args!("{e}"));
-    }
-}
-
-impl std::fmt::Debug for Composition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Composition")
-            .field("policy", &self.policy)
-            .field("approval", &self.approval)
-            .field("presets", &self.presets.as_ref().map(|p| p.presets().len()))
-            .field("confines", &self.confines)
-            .field("auth", &self.auth)
-            .finish_non_exhaustive()
-    }
-}
-
-fn relative_to(dir: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
-    }
-}
-
-/// The workspace root of a call without a session: `[policy]
-/// workspace_root` (relative to the config's directory), else the config's
-/// directory. ACP calls always carry a session, whose cwd is the root.
-pub(crate) fn fallback_root(config: &Config, env: &Environment) -> PathBuf {
-    match &config.policy.workspace_root {
-        Some(p) => relative_to(&env.config_dir, p),
-        None => env.config_dir.clone(),
-    }
-}
-
-fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>, ServeError> {
-    let Some(s) = &config.sandbox else {
-        return Ok(None);
-    };
-    let settings = stockade_config::local_settings(
-        s,
-        env.config_file.as_deref().unwrap_or(&env.config_dir),
-        &env.config_dir,
-        env.verdict_cache_dir.clone(),
-    )
-    .map_err(|e| ServeError::Sandbox {
-        message: match e {
-            // The message as the provider reports it: the key, not the file.
-            ConfigError::Invalid { key, message, .. } => format!("{key}: {message}"),
-            other => other.to_string(),
-        },
-    })?;
-    let provider = LocalProvider::new(settings)
-        .map_err(|e| ServeError::Sandbox {
-            message: e.to_string(),
-        })?
-        .with_pins(env.pins.clone());
-    #[cfg(windows)]
-    let provider = provider.with_rung(stockade_windows::rung(None));
-    Ok(Some(provider))
-}
-
-/// Mount what `config` names. `answerer` is the last link of the approval
-/// chain (the ACP client, asked through `session/request_permission`); it
-/// is consulted only when `[approval]` is configured. `editor` is what the
-/// editor lends the tools; `sessions` is where a `task`'s children go.
+/// Mount what `config` names (see [`stockade_config::agent`]). The API key
+/// is read now; a missing one leaves the server up, asking the editor to
+/// authenticate.
 pub fn compose(
     config: &Config,
     env: &Environment,
@@ -172,148 +26,18 @@ pub fn compose(
     editor: EditorHooks,
     sessions: &Sessions,
 ) -> Result<Composition, ServeError> {
-    // The file policy and the allowed hosts ride every call this service
-    // resolves: bash and the file tools get the same lists.
-    let policy = Arc::new(
-        PolicyService::new(config.policy.mode, fallback_root(config, env))
-            .with_mode_rule(stockade_config::session_mode)
-            .with_files(config.file_policy().clone())
-            .with_default_network(config.policy.network)
-            .with_allowed_hosts(config.allowed_hosts().to_vec()),
-    );
-    let provider: Option<Arc<dyn SandboxProvider>> =
-        provider(config, env)?.map(|p| -> Arc<dyn SandboxProvider> { Arc::new(p) });
-    // `[bash] shell`, resolved against this host once: on Windows
-    // PowerShell (7 when on PATH), elsewhere bash, unless configured.
-    let shell = config.bash.shell_choice().map_err(|e| {
-        ServeError::Config(stockade_config::ConfigError::Invalid {
-            path: env
-                .config_file
-                .clone()
-                .unwrap_or_else(|| env.config_dir.clone()),
-            key: "bash.shell".into(),
-            message: e.to_string(),
-        })
-    })?;
-    let interpreter = Interpreter::for_host(shell);
-    // A session's MCP servers start through the executor bash runs on, so
-    // they are confined exactly as a command is (or, opted out, are not).
-    let (executor, mcp): (Arc<dyn ShellExecutor>, McpLauncher) =
-        match (config.bash.executor, provider.clone()) {
-            (Implementation::Sandboxed, Some(p)) => {
-                let e = SandboxedExecutor::new(p, policy.resolve(None, None))
-                    .with_interpreter(interpreter);
-                (Arc::new(e.clone()), McpLauncher::Sandboxed(e))
-            }
-            (Implementation::Sandboxed, None) => {
-                return Err(ServeError::Sandbox {
-                    message: "bash.executor = \"sandboxed\" needs a [sandbox] section".into(),
-                });
-            }
-            (Implementation::Local, _) => (
-                Arc::new(UnconfinedExecutor::new(interpreter.clone())),
-                McpLauncher::Unconfined(UnconfinedExecutor::new(interpreter)),
-            ),
-        };
-    let confines = executor.confines();
-    let fs: Arc<dyn FileSystem> = match config.fs.provider {
-        // The provider's own pins: the fence and bash grant the same held
-        // directories.
-        Implementation::Sandboxed => Arc::new(SandboxedFs::with_pins(env.pins.clone())),
-        Implementation::Local => Arc::new(LocalFs),
+    let model = |m: &stockade_model::ModelConfig| {
+        let auth = Arc::new(ModelAuth::new(m.clone())?);
+        let client: Arc<dyn ModelClient> = Arc::new(AuthedModel(auth.clone()));
+        Ok((auth, client))
     };
-    let approval = config
-        .approval
-        .as_ref()
-        .map(|a| Arc::new(ApprovalService::new(a.policy, vec![answerer])));
-    let presets = match &config.presets {
-        Some(section) => {
-            let table = if section.preset.is_empty() {
-                PresetService::default_table()
-            } else {
-                section.preset.clone()
-            };
-            Some(Arc::new(PresetService::new(
-                table,
-                policy.clone(),
-                approval.clone(),
-                confines,
-            )?))
-        }
-        None => None,
-    };
-
-    let gate = EscalationGate::new(approval.clone());
-    // Hooks ride the shell tool's executor: confined exactly as its
-    // commands are, under the session's own policy.
-    let hooks = Arc::new(Hooks::new(
-        config.hooks.clone(),
-        executor.clone(),
-        policy.clone(),
-    ));
-    let mut bash = BashTool::new(executor, policy.clone(), gate.clone());
-    if let Some(ms) = config.bash.timeout_ms {
-        bash = bash.with_default_timeout(Duration::from_millis(ms));
-    }
-    if let Some(p) = &editor.progress {
-        bash = bash.with_progress(p.clone());
-    }
-    let job_output = bash.job_output();
-    let jobs = bash.jobs();
-    let (mut read, write, edit) = file_tools(fs.clone(), policy.clone(), gate);
-    if let Some(f) = editor.files {
-        read = read.with_editor(f);
-    }
-    let mut tools: Vec<Arc<dyn Tool>> = vec![
-        Arc::new(bash),
-        Arc::new(job_output),
-        Arc::new(read),
-        Arc::new(write),
-        Arc::new(edit),
-    ];
-    let context = PolicyContext::new(policy.clone(), approval.clone(), confines)
-        .with_fenced_files(fs.fences());
-    // The API key is read now; a missing one leaves the server up, asking
-    // the editor to authenticate, and any other model misconfiguration
-    // fails at startup rather than at the first prompt.
-    let auth = Arc::new(ModelAuth::new(config.model.clone())?);
-    let model: Arc<AuthedModel> = Arc::new(AuthedModel(auth.clone()));
-    if config.agent.task {
-        // The child gets every tool but `task`: delegation is one level.
-        let child = Agent::new(model.clone(), tools.clone(), context.clone())
-            .with_max_steps(config.agent.max_steps)
-            .with_hooks(hooks.clone());
-        let mut task = TaskTool::new(
-            Arc::new(child),
-            sessions.store.clone(),
-            sessions.delegations.clone(),
-        )
-        .with_jobs(jobs);
-        if let Some(p) = &editor.progress {
-            task = task.with_progress(p.clone());
-        }
-        // A child is a session of its own (its own private temp on
-        // Windows), ended when its task call ends.
-        if let Some(p) = &provider {
-            let p = p.clone();
-            task = task.with_session_end(Arc::new(move |child| {
-                end_session(p.as_ref(), child.id().as_str());
-            }));
-        }
-        tools.push(Arc::new(task));
-    }
-    let agent = Agent::new(model, tools, context)
-        .with_max_steps(config.agent.max_steps)
-        .with_hooks(hooks);
-    Ok(Composition {
-        agent: Arc::new(agent),
-        policy,
-        approval,
-        presets,
-        confines,
-        auth,
-        mcp,
-        images: config.model.images,
-        provider,
-    })
+    Ok(stockade_config::agent(
+        config,
+        env,
+        answerer,
+        editor,
+        sessions,
+        model,
+        crate::log,
+    )?)
 }

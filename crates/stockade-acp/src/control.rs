@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use stockade_config::Config;
 use stockade_roots::{HeldDir, RootError, RootPins};
 
-use crate::compose::{Environment, fallback_root};
 use crate::error::ServeError;
 use crate::log;
+use stockade_config::{Environment, fallback_root};
 
 /// Where the control state of this process lives.
 #[derive(Debug, Clone)]

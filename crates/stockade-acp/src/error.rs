@@ -58,6 +58,25 @@ impl ServeError {
     }
 }
 
+/// The same variant, and so the same text, as before the composition
+/// moved to stockade-config.
+impl From<stockade_config::ComposeError> for ServeError {
+    fn from(e: stockade_config::ComposeError) -> Self {
+        use stockade_config::ComposeError as C;
+        match e {
+            C::Config(e) => Self::Config(e),
+            C::Sandbox { message } => Self::Sandbox { message },
+            C::Presets(e) => Self::Presets(e),
+            C::Model(e) => Self::Model(e),
+            // Every variant is named above; a new one is a sandbox
+            // provider failure until it gets its own.
+            other => Self::Sandbox {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 impl From<agent_client_protocol::Error> for ServeError {
     fn from(e: agent_client_protocol::Error) -> Self {
         Self::Protocol(e)

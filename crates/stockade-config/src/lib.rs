@@ -7,12 +7,16 @@
 //! once.
 #![forbid(unsafe_code)]
 
+mod compose;
 mod defaults;
 mod load;
 mod mode;
 mod sandbox;
 mod schema;
 
+pub use compose::{
+    ComposeError, Composition, EditorHooks, Environment, Log, Sessions, agent, fallback_root,
+};
 pub use defaults::{
     DEFAULT_ALLOWED_HOSTS, DEFAULT_DENY_READ, default_allowed_hosts, default_deny_read,
 };
@@ -20,7 +24,7 @@ pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, session_dir};
 pub use mode::{
     DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from, session_mode,
 };
-pub use sandbox::local_settings;
+pub use sandbox::{local_settings, provider};
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,
     ENV_MODE, FsSection, Implementation, PolicySection, PresetsSection, SandboxSection,

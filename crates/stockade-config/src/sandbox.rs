@@ -2,9 +2,11 @@
 //! front ends (`exec` lays its flags over the result, `acp` serves it).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_local::{LocalSettings, RunnerCommand};
+use stockade_local::{LocalProvider, LocalSettings, RunnerCommand, SettingsError};
+use stockade_roots::RootPins;
 
 use crate::schema::{ConfigError, SandboxSection};
 
@@ -50,4 +52,18 @@ pub fn local_settings(
         verdict_cache_dir,
         allow_sockets: s.allow_sockets.clone(),
     })
+}
+
+/// The local provider `settings` ask for, granting the roots `pins` holds
+/// (shared with the file fence where there is one). On Windows it serves
+/// the restricted-token rung, which lives in its own crate; without it the
+/// provider fails closed.
+pub fn provider(
+    settings: LocalSettings,
+    pins: Arc<RootPins>,
+) -> Result<LocalProvider, SettingsError> {
+    let provider = LocalProvider::new(settings)?.with_pins(pins);
+    #[cfg(windows)]
+    let provider = provider.with_rung(stockade_windows::rung(None));
+    Ok(provider)
 }
