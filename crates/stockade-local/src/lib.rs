@@ -33,6 +33,12 @@ mod host;
 mod network;
 #[cfg(unix)]
 pub use network::ENV_TEST_RESOLVE;
+/// The approval seam of the allow-listed proxy, for
+/// [`LocalProvider::set_host_approval`].
+#[cfg(unix)]
+pub use stockade_proxy::{
+    GrantError, HostAnswer, HostApproval, HostApprover, HostGrants, HostQuestion, HostReply,
+};
 #[cfg(unix)]
 mod landlock;
 #[cfg(target_os = "linux")]
@@ -278,6 +284,18 @@ impl LocalProvider {
 
     pub fn settings(&self) -> &LocalSettings {
         &self.settings
+    }
+
+    /// Under `allow-listed`, the later runs of `session` (the policy's
+    /// `session`; `None` for runs of no session) ask `approval` about a
+    /// host not on the list while its connection is held, instead of
+    /// refusing it at once; `None` goes back to refusing. A run keeps the
+    /// approval it started with, and its questions are withdrawn when the
+    /// run's network log is let go (the command is over). Both backends
+    /// of the Linux chain: every connection passes the proxy.
+    #[cfg(unix)]
+    pub fn set_host_approval(&self, session: Option<&str>, approval: Option<HostApproval>) {
+        self.proxies.set_approval(session, approval);
     }
 
     /// The backend this provider confines with, selecting it on first use.
@@ -629,6 +647,8 @@ impl SandboxProvider for LocalProvider {
     /// per session. Forwarded even under `runner_command`, which never
     /// reaches the rung: ending a session the rung never saw is a no-op.
     fn end_session(&self, session: &str) -> Result<(), stockade_core::SessionEndError> {
+        #[cfg(unix)]
+        self.proxies.set_approval(Some(session), None);
         match self.platform_rung() {
             Some(rung) => rung.end_session(session),
             None => Ok(()),

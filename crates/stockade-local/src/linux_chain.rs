@@ -60,7 +60,7 @@ impl Chain<'_> {
         let net = network::for_run(
             &p.proxies,
             Some(backend),
-            &policy.network,
+            policy,
             p.host_facts().landlock_abi,
             p.host_facts().supervised,
             proxy_dir.as_deref(),

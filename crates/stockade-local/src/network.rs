@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use stockade_core::{
-    Gap, NetworkLog, NetworkLogHandle, NetworkMode, NetworkPolicy, SandboxUnavailable, gaps,
+    Gap, NetworkLog, NetworkLogHandle, NetworkMode, SandboxPolicy, SandboxUnavailable, gaps,
 };
-use stockade_proxy::{Proxy, ProxyConfig, RunToken};
+use stockade_proxy::{HostApproval, Proxy, ProxyConfig, RunToken};
 use stockade_roots::{RootPins, beneath};
 
 use crate::Backend;
@@ -36,6 +36,10 @@ pub const ENV_TEST_RESOLVE: &str = "STOCKADE_PROXY_RESOLVE";
 #[derive(Debug, Default)]
 pub(crate) struct Proxies {
     map: Mutex<HashMap<Vec<String>, Arc<Running>>>,
+    /// Who is asked about hosts not on the list, per session (`None`: the
+    /// runs of no session, such as one `exec`); a session without an entry
+    /// is refused at once, as always.
+    approvals: Mutex<HashMap<Option<String>, HostApproval>>,
 }
 
 /// A started proxy and the private directory of its Unix socket. The
@@ -76,6 +80,14 @@ struct RunLog {
     /// were known before this run: only later ones are this run's to say,
     /// so a long session does not repeat an old one after every command.
     problems_before: usize,
+}
+
+/// The run is over once its log is let go (the executor holds it as long
+/// as the command runs): its unanswered questions are withdrawn.
+impl Drop for RunLog {
+    fn drop(&mut self) {
+        self.running.proxy.end_run(&self.token);
+    }
 }
 
 impl NetworkLog for RunLog {
@@ -130,6 +142,32 @@ fn test_resolve(value: Option<OsString>) -> HashMap<String, Vec<SocketAddr>> {
 }
 
 impl Proxies {
+    /// Asks `approval` about unlisted hosts in the later runs of `session`
+    /// (`None`: clears it; runs already started keep what they had).
+    pub(crate) fn set_approval(&self, session: Option<&str>, approval: Option<HostApproval>) {
+        let mut map = self
+            .approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let key = session.map(str::to_owned);
+        match approval {
+            Some(a) => {
+                map.insert(key, a);
+            }
+            None => {
+                map.remove(&key);
+            }
+        }
+    }
+
+    fn approval(&self, session: Option<&str>) -> Option<HostApproval> {
+        let map = self
+            .approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(&session.map(str::to_owned)).cloned()
+    }
+
     /// The proxy for `hosts`, started on first use; with `unix`, with its
     /// Unix socket in a fresh private directory (see [`socket_dir`]).
     fn get(
@@ -421,20 +459,22 @@ fn mode(meta: &std::fs::Metadata) -> u32 {
     meta.mode()
 }
 
-/// What `policy` means for one run on `backend` (`None`: an operator
-/// runner, which has no relay and so cannot host the proxy). `supervised`:
-/// this host can run landlock-run's supervisor
-/// (`stockade_core::supervision`), which governs connect where Landlock
-/// has no TCP rights.
+/// What `sandbox`'s network policy means for one run of its session on
+/// `backend` (`None`: an operator runner, which has no relay and so cannot
+/// host the proxy); the session picks who is asked about unlisted hosts
+/// (see [`Proxies::set_approval`]). `supervised`: this host can run
+/// landlock-run's supervisor (`stockade_core::supervision`), which governs
+/// connect where Landlock has no TCP rights.
 pub(crate) fn for_run(
     proxies: &Proxies,
     backend: Option<Backend>,
-    policy: &NetworkPolicy,
+    sandbox: &SandboxPolicy,
     landlock_abi: Option<u8>,
     supervised: bool,
     dir: Option<&Path>,
     pins: &RootPins,
 ) -> Result<RunNet, SandboxUnavailable> {
+    let (policy, session) = (&sandbox.network, sandbox.session.as_deref());
     let mut run = RunNet {
         profile: ProfileNet::Host,
         env: Vec::new(),
@@ -471,7 +511,10 @@ pub(crate) fn for_run(
                     "allow-listed under bwrap needs the proxy's Unix socket, and this provider's proxy for these hosts was started without one",
                 ));
             }
-            let token = proxy.run_token();
+            let token = match proxies.approval(session) {
+                Some(a) => proxy.run_token_asking(a),
+                None => proxy.run_token(),
+            };
             run.env = proxy_env(&proxy.url_for(&token));
             run.profile = ProfileNet::Proxy {
                 port: proxy.port(),
@@ -567,6 +610,12 @@ fn unenforceable(abi: Option<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stockade_core::NetworkPolicy;
+
+    fn in_session(network: &NetworkPolicy) -> SandboxPolicy {
+        SandboxPolicy::new(stockade_core::ConfiningMode::WorkspaceWrite, "/")
+            .with_network(network.clone())
+    }
 
     #[test]
     fn a_run_says_only_the_proxy_problems_that_came_after_it_started() {
@@ -708,7 +757,7 @@ mod tests {
             let Err(e) = for_run(
                 &proxies,
                 Some(Backend::Landlock),
-                &listed,
+                &in_session(&listed),
                 abi,
                 sup,
                 None,
@@ -736,7 +785,7 @@ mod tests {
             let ok = for_run(
                 &proxies,
                 Some(Backend::Landlock),
-                &listed,
+                &in_session(&listed),
                 Some(abi),
                 sup,
                 None,
@@ -754,7 +803,7 @@ mod tests {
             for_run(
                 &proxies,
                 Some(Backend::Landlock),
-                &p,
+                &in_session(&p),
                 Some(3),
                 false,
                 None,

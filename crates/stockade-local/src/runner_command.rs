@@ -42,7 +42,7 @@ impl Rung for OperatorRunner<'_> {
         let net = network::for_run(
             &p.proxies,
             None,
-            &policy.network,
+            policy,
             p.host_facts().landlock_abi,
             p.host_facts().supervised,
             None,
