@@ -63,7 +63,22 @@ pub enum Sys {
     /// Only where the supervisor governs TCP connections (see
     /// `crate::syscalls::connect_governed`): not in `GOVERNED`.
     Connect,
+    /// Observed, not governed (`OBSERVED`): always performed by the kernel.
+    Umask,
+    Execve,
+    Execveat,
 }
+
+/// Calls the table allows that are notified only so that the supervisor
+/// sees them, then performed by the kernel unchanged
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): they change what the supervisor
+/// keeps per thread (the umask it applies to creates; the task a tid names,
+/// when a non-leader thread execs). See `fence::cache`.
+pub const OBSERVED: &[(i64, Sys)] = &[
+    (libc::SYS_umask, Sys::Umask),
+    (libc::SYS_execve, Sys::Execve),
+    (libc::SYS_execveat, Sys::Execveat),
+];
 
 /// fchmodat2 (Linux 6.6); not every libc names it.
 const SYS_FCHMODAT2: i64 = 452;
@@ -162,7 +177,11 @@ pub fn lookup(nr: i64) -> Option<Sys> {
     if nr == libc::SYS_connect && crate::syscalls::connect_governed() {
         return Some(Sys::Connect);
     }
-    GOVERNED.iter().find(|(n, _)| *n == nr).map(|(_, s)| *s)
+    GOVERNED
+        .iter()
+        .chain(OBSERVED)
+        .find(|(n, _)| *n == nr)
+        .map(|(_, s)| *s)
 }
 
 /// The socket calls governed in this run, beside `GOVERNED`.
@@ -275,6 +294,9 @@ pub fn notify_program() -> Result<BpfProgram, String> {
     for nr in governed_sockets() {
         rules.insert(nr, vec![]);
     }
+    for (nr, _) in OBSERVED {
+        rules.insert(*nr, vec![]);
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -321,6 +343,9 @@ pub fn refusing_programs() -> Result<Vec<BpfProgram>, String> {
         for nr in governed_sockets() {
             enosys.insert(bit | nr, vec![]);
         }
+        for (nr, _) in OBSERVED {
+            enosys.insert(bit | nr, vec![]);
+        }
         for nr in &undecoded {
             enosys.insert(bit | nr, vec![]);
         }
@@ -345,6 +370,23 @@ mod tests {
         for (i, (nr, sys)) in GOVERNED.iter().enumerate() {
             assert_eq!(lookup(*nr), Some(*sys));
             assert!(GOVERNED[i + 1..].iter().all(|(n, _)| n != nr));
+        }
+        for (nr, sys) in OBSERVED {
+            assert_eq!(lookup(*nr), Some(*sys));
+            assert!(GOVERNED.iter().all(|(n, _)| n != nr));
+        }
+    }
+
+    /// An observed call is one the syscall table allows: observing it
+    /// changes nothing the command can see.
+    #[test]
+    fn observed_calls_are_allowed_by_the_table() {
+        let allowed: Vec<i64> = crate::syscalls::numbers(|v| v == Verdict::Allow)
+            .into_iter()
+            .map(|n| n.0)
+            .collect();
+        for (nr, _) in OBSERVED {
+            assert!(allowed.contains(nr), "{nr}");
         }
     }
 

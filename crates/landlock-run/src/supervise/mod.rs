@@ -233,8 +233,11 @@ fn serve(fence: &Fence, listener: &Listener, child: Pid) {
             }
         };
         let who = Child { tid: req.tid };
+        // A thread that makes a call has finished the one before it.
+        fence.seen(req.tid);
         let outcome = match notify::decode(&req) {
             Err(e) => Outcome::Err(e),
+            Ok(Decoded::Observed) => fence.observe(req.tid),
             Ok(_) if !listener.valid(req.id) => continue,
             Ok(Decoded::Call(call)) => fence.perform(who, &call),
             Ok(Decoded::Ioctl { fd, cmd, mut arg }) => match fence.ioctl_file(who, fd) {

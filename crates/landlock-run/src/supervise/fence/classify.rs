@@ -3,6 +3,7 @@
 //! root.
 #![forbid(unsafe_code)]
 
+use super::cache::Lookup;
 use super::*;
 
 /// Whether `dir` is a sticky directory the protections cover at `level`
@@ -34,31 +35,47 @@ impl Fence {
     /// Walks `..` from `dir` to the first writable root or protected
     /// directory. Nothing can move a directory across that boundary during the
     /// run (every rename is performed here), so the answer holds for the
-    /// handle after the walk.
+    /// handle after the walk, and is kept for the next call that names the
+    /// same directory on the same mount (`cache`).
     pub(super) fn class_dir(&self, dir: BorrowedFd<'_>) -> Result<Class, Errno> {
+        let ticket = match self.cache.dir_class(dir)? {
+            Lookup::Hit(class) => return Ok(class),
+            Lookup::Miss(ticket) => Some(ticket),
+            Lookup::Uncached => None,
+        };
+        let class = self.walk_dir(dir)?;
+        if let (Some(ticket), Some(class)) = (ticket, class) {
+            self.cache.keep_dir(ticket, dir, class);
+        }
+        Ok(class.unwrap_or(Class::Outside))
+    }
+
+    /// The walk itself; `None` when it gave up (`MAX_DEPTH`), which counts
+    /// as outside but is not kept.
+    fn walk_dir(&self, dir: BorrowedFd<'_>) -> Result<Option<Class>, Errno> {
         let mut st = fs::fstat(dir)?;
         let mut up: Option<OwnedFd> = None;
         for _ in 0..MAX_DEPTH {
             let here = id(&st);
             if self.denied.contains(&here) {
-                return Ok(Class::Denied);
+                return Ok(Some(Class::Denied));
             }
             if self.protected.contains(&here) {
-                return Ok(Class::Protected);
+                return Ok(Some(Class::Protected));
             }
             if self.dirs.contains(&here) {
-                return Ok(Class::Inside);
+                return Ok(Some(Class::Inside));
             }
             let from = up.as_ref().map_or(dir, |fd| fd.as_fd());
             let next = fs::openat(from, c"..", dir_path(), Mode::empty())?;
             let next_st = fs::fstat(&next)?;
             if id(&next_st) == here {
-                return Ok(Class::Outside);
+                return Ok(Some(Class::Outside));
             }
             st = next_st;
             up = Some(next);
         }
-        Ok(Class::Outside)
+        Ok(None)
     }
 
     /// `data`: the call writes contents (an open), where writable files such

@@ -16,6 +16,7 @@
 //! notification ioctls) lives in `notify.rs` and `crate::sys`.
 #![forbid(unsafe_code)]
 
+mod cache;
 mod classify;
 mod perform;
 mod resolve;
@@ -227,6 +228,9 @@ pub struct Fence {
     connect: ConnectRules,
     /// `--ctty`: the command's own terminal (see `own_terminal`).
     terminal: Option<OwnedFd>,
+    /// Directory classes, working directories and umasks kept between
+    /// calls (see `cache`).
+    cache: cache::Caches,
 }
 
 /// What a governed connect(2) may reach.
@@ -387,6 +391,20 @@ impl Fence {
     /// `terminal` instead.
     pub fn own_terminal(&mut self, terminal: OwnedFd) {
         self.terminal = Some(terminal);
+    }
+
+    /// Thread `tid` is making a call the filter notifies only so that the
+    /// supervisor sees it (umask, execve, execveat): the kernel performs it
+    /// once answered (`Outcome::Continue`).
+    pub fn observe(&self, tid: u32) -> Outcome {
+        self.cache.observe(tid);
+        Outcome::Continue
+    }
+
+    /// Thread `tid` made a notified call: any observed call of its own has
+    /// finished.
+    pub fn seen(&self, tid: u32) {
+        self.cache.seen(tid);
     }
 
     fn pin_up_to_root(&mut self, mut dir: OwnedFd) -> Result<(), String> {

@@ -129,7 +129,7 @@ impl Fence {
                 mode,
             } => return self.open(child, *dirfd, path, *flags, *mode),
             Call::Mkdir { dirfd, path, mode } => self.create(child, *dirfd, path, |dir, name| {
-                let mode = Mode::from_raw_mode(mode & !umask(child) & 0o7777);
+                let mode = Mode::from_raw_mode(mode & !self.cache.umask(child.tid) & 0o7777);
                 fs::mkdirat(dir, name, mode)
             }),
             Call::Mknod {
@@ -143,7 +143,7 @@ impl Fence {
                     0 => FileType::RegularFile,
                     t => FileType::from_raw_mode(t),
                 };
-                let perm = Mode::from_raw_mode(mode & !umask(child) & 0o7777);
+                let perm = Mode::from_raw_mode(mode & !self.cache.umask(child.tid) & 0o7777);
                 fs::mknodat(dir, name, kind, perm, *dev)
             }),
             Call::Symlink {
@@ -328,13 +328,26 @@ impl Fence {
                 return Err(Errno::ACCESS);
             }
         }
-        fs::renameat_with(
+        // A directory that moves takes its subtree along: no class kept
+        // from before the move may outlive it (see `cache`).
+        let moves_dir = [Some(obj), to.obj.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(Obj::is_dir);
+        if moves_dir {
+            self.cache.forget_dirs();
+        }
+        let done = fs::renameat_with(
             from_dir,
             &from.name,
             to_dir,
             &to.name,
             RenameFlags::from_bits_retain(flags),
-        )
+        );
+        if moves_dir {
+            self.cache.forget_dirs();
+        }
+        done
     }
 
     pub(super) fn link(
@@ -482,7 +495,7 @@ impl Fence {
         // Ours is close-on-exec; the child's copy gets its own flag at install.
         // A terminal we open never becomes the supervisor's controlling one.
         let base = (requested - OFlags::CLOEXEC) | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let perm = || Mode::from_raw_mode(mode & !umask(child) & 0o7777);
+        let perm = || Mode::from_raw_mode(mode & !self.cache.umask(child.tid) & 0o7777);
         if flags & O_TMPFILE_BIT != 0 {
             let entry = self.resolve(child, dirfd, path, true)?;
             let dir = entry.obj.ok_or(Errno::NOENT)?;
@@ -551,20 +564,6 @@ pub(super) fn timestamps(times: Option<[(i64, i64); 2]>) -> Timestamps {
         last_access: ts(a),
         last_modification: ts(m),
     }
-}
-
-/// The child's file mode creation mask, read when it creates something (it
-/// can change at any time, and only the kernel knows it). Unreadable: the
-/// strictest mask, so nothing is created more open than asked.
-pub(super) fn umask(child: Child) -> u32 {
-    let path = format!("/proc/{}/status", child.tid);
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return 0o077;
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix("Umask:"))
-        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        .unwrap_or(0o077)
 }
 
 /// Judges a connect's address (as copied from the child) on an inet

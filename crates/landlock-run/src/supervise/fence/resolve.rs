@@ -32,7 +32,7 @@ impl Fence {
         path: &[u8],
         follow: bool,
     ) -> Result<Entry, Errno> {
-        resolve_with(child, dirfd, path, follow, self.sticky)
+        resolve_with(self, child, dirfd, path, follow)
     }
 }
 
@@ -131,12 +131,13 @@ pub(super) fn child_magic(child: Child, path: &[u8]) -> Option<(Result<OwnedFd, 
 /// followed, except the child's own descriptors and working directory named
 /// through `/proc/self`.
 pub(super) fn resolve_with(
+    fence: &Fence,
     child: Child,
     dirfd: i32,
     path: &[u8],
     follow: bool,
-    sticky: Sticky,
 ) -> Result<Entry, Errno> {
+    let sticky = fence.sticky;
     if path.is_empty() {
         return Err(Errno::NOENT);
     }
@@ -180,9 +181,14 @@ pub(super) fn resolve_with(
             (None, false) => None,
         };
         let owned_base;
+        let cwd;
         let at: BorrowedFd<'_> = match base_fd {
             Some(fd) => fd,
             None if absolute => CWD,
+            None if dirfd == AT_FDCWD => {
+                cwd = fence.cache.cwd(child.tid)?;
+                cwd.as_fd()
+            }
             None => {
                 owned_base = child_fd(child, dirfd)?;
                 owned_base.as_fd()
