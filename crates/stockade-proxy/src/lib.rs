@@ -120,8 +120,11 @@ pub enum ProxyError {
 }
 
 /// Attributes requests to one run: 128 random bits as hex, carried as the
-/// password of the run's proxy URL. It grants nothing (every request is
-/// judged the same); it only says whose refusals are whose.
+/// password of the run's proxy URL. The list is the same for every request;
+/// the token says whose refusals are whose and, for a run that asks
+/// ([`Proxy::run_token_asking`]), whose approver is asked and whose
+/// answers apply. Only the run's own command is given it (in its
+/// environment), and a request without it is never asked about.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RunToken(String);
 
