@@ -612,7 +612,7 @@ mod tests {
     use super::*;
     use stockade_core::NetworkPolicy;
 
-    fn in_session(network: &NetworkPolicy) -> SandboxPolicy {
+    fn sandbox_with(network: &NetworkPolicy) -> SandboxPolicy {
         SandboxPolicy::new(stockade_core::ConfiningMode::WorkspaceWrite, "/")
             .with_network(network.clone())
     }
@@ -757,7 +757,7 @@ mod tests {
             let Err(e) = for_run(
                 &proxies,
                 Some(Backend::Landlock),
-                &in_session(&listed),
+                &sandbox_with(&listed),
                 abi,
                 sup,
                 None,
@@ -785,7 +785,7 @@ mod tests {
             let ok = for_run(
                 &proxies,
                 Some(Backend::Landlock),
-                &in_session(&listed),
+                &sandbox_with(&listed),
                 Some(abi),
                 sup,
                 None,
@@ -803,7 +803,7 @@ mod tests {
             for_run(
                 &proxies,
                 Some(Backend::Landlock),
-                &in_session(&p),
+                &sandbox_with(&p),
                 Some(3),
                 false,
                 None,
