@@ -356,6 +356,22 @@ fn questions_per_command_are_capped_and_the_excess_refused_as_today() {
     assert!(asker.rest().is_empty());
 }
 
+/// A flood of distinct hosts from one command, with the default bounds:
+/// the first `DEFAULT_MAX_QUESTIONS` are asked, every one is answered.
+#[test]
+fn a_flood_of_distinct_hosts_asks_at_most_the_default_number() {
+    let server = ok_server();
+    let proxy = proxy(&[], &server);
+    let grants = Arc::new(HostGrants::new());
+    let asker = Asker::new(&grants, Some(HostAnswer::Refuse));
+    let token = proxy.run_token_asking(asker.approval.clone());
+    for i in 0..300 {
+        assert_refused(&proxy, &format!("flood{i}.test"), 443, &token);
+    }
+    assert_eq!(asker.rest().len(), stockade_proxy::DEFAULT_MAX_QUESTIONS);
+    assert_eq!(proxy.refused(&token).len(), 300);
+}
+
 /// Across commands, at most `MAX_OUTSTANDING` questions wait at once; the
 /// next is refused as today without being asked.
 #[test]
