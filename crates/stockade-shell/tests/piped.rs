@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 use std::ffi::OsString;
+use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,8 +104,16 @@ async fn kill_ends_the_whole_group() {
     child.kill();
     let exit = child.wait().await;
     assert_eq!(exit.signal, Some(9));
+    // A zombie is dead: it stays listed until whoever inherited it (pid 1
+    // of this namespace) reaps it, which a container's init may never do.
+    let alive = || {
+        fs::read_to_string(proc.join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+    };
     let gone = async {
-        while proc.exists() {
+        while alive() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
