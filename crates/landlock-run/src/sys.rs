@@ -189,6 +189,28 @@ pub(crate) fn notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
     .is_ok()
 }
 
+/// SECCOMP_IOCTL_NOTIF_SET_FLAGS with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+/// (Linux 6.6): the notifying thread and the worker that answers hand the
+/// CPU to each other, as in a synchronous call, instead of a wake-up on
+/// another CPU. Fails (EINVAL) on older kernels, which is harmless.
+pub(crate) fn notif_sync_wake_up(listener: &OwnedFd) -> io::Result<()> {
+    const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+    // SAFETY: SET_FLAGS takes its flags by value, not through a pointer:
+    // the kernel reads no memory of ours and changes only how this
+    // listener wakes its waiters.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// SECCOMP_IOCTL_NOTIF_ADDFD.
 pub(crate) fn notif_addfd(
     listener: &OwnedFd,

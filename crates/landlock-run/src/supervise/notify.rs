@@ -28,6 +28,10 @@ pub struct Listener {
 
 impl Listener {
     pub fn new(fd: OwnedFd) -> Listener {
+        // Each notification is answered while its thread waits, so a
+        // direct hand-over of the CPU is what the wait is; an older kernel
+        // keeps the ordinary wake-up.
+        let _ = sys::notif_sync_wake_up(&fd);
         Listener { fd }
     }
 
