@@ -69,6 +69,8 @@ pub struct PolicyService {
     /// ([`NetworkMode::default_for`]).
     default_network: Option<NetworkMode>,
     allowed_hosts: Vec<String>,
+    /// Loopback ports a confined server may listen on.
+    listen: Vec<u16>,
 }
 
 /// Why a call runs under the network mode it does.
@@ -92,7 +94,15 @@ impl PolicyService {
             files: FilePolicy::default(),
             default_network: None,
             allowed_hosts: default_allowed_hosts(),
+            listen: Vec::new(),
         }
+    }
+
+    /// The same service letting a confined server listen on these loopback
+    /// ports (`stockade exec --allow-listen`).
+    pub fn with_listen(mut self, ports: Vec<u16>) -> Self {
+        self.listen = ports;
+        self
     }
 
     /// The same service ranking the session's switch against the
@@ -218,7 +228,10 @@ impl PolicyService {
         };
         ExecutionPolicy::new(mode, self.workspace_root(session))
             .with_files(self.files.clone())
-            .with_network(NetworkPolicy::new(network, self.allowed_hosts.clone()))
+            .with_network(
+                NetworkPolicy::new(network, self.allowed_hosts.clone())
+                    .with_listen(self.listen.clone()),
+            )
             // The calling session scopes what a provider allocates per
             // session (the Windows private temp), so sessions sharing a
             // workspace never share it; a delegated child is a session of

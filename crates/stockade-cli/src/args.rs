@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use stockade_config::Overrides;
 use stockade_core::{NetworkMode, SandboxMode};
 use stockade_local::BackendPreference;
 
@@ -100,6 +101,34 @@ pub(crate) struct ExecArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub(crate) command: Vec<OsString>,
+}
+
+impl ExecArgs {
+    /// The flags as the composition takes them, over the variables of this
+    /// process read now, once.
+    pub(crate) fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            mode: self.mode,
+            workspace: self.workspace.clone(),
+            cd: self.cd.clone(),
+            backend: self.backend,
+            allow_sockets: self.allow_sockets.clone(),
+            ask: self.ask,
+            escalate_to: self.escalate_to,
+            writable: self.writable.clone(),
+            deny_read: self.deny_read.clone(),
+            no_default_deny_read: self.no_default_deny_read,
+            read_only: self.read_only.clone(),
+            protect: self.protect.clone(),
+            no_default_protect: self.no_default_protect,
+            network: self.network,
+            allow_hosts: self.allow_hosts.clone(),
+            allow_listen: self.allow_listen.clone(),
+            no_default_hosts: self.no_default_hosts,
+            ..Overrides::from_env()
+        }
+    }
 }
 
 #[derive(Subcommand)]

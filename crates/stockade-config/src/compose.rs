@@ -173,7 +173,7 @@ fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>,
             other => other.to_string(),
         },
     })?;
-    crate::sandbox::provider(settings, env.pins.clone())
+    crate::sandbox::provider(settings, Some(env.pins.clone()))
         .map(Some)
         .map_err(|e| ComposeError::Sandbox {
             message: e.to_string(),

@@ -11,6 +11,7 @@ mod compose;
 mod defaults;
 mod load;
 mod mode;
+mod overrides;
 mod sandbox;
 mod schema;
 
@@ -20,11 +21,12 @@ pub use compose::{
 pub use defaults::{
     DEFAULT_ALLOWED_HOSTS, DEFAULT_DENY_READ, default_allowed_hosts, default_deny_read,
 };
-pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, session_dir};
+pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, load_file, session_dir};
 pub use mode::{
     DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from, session_mode,
 };
-pub use sandbox::{local_settings, provider};
+pub use overrides::Overrides;
+pub use sandbox::{InvocationError, Sandbox, local_settings, provider, sandbox};
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,
     ENV_MODE, FsSection, Implementation, PolicySection, PresetsSection, SandboxSection,

@@ -29,8 +29,17 @@ pub fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
         Some(p) => p.to_path_buf(),
         None => Config::default_path()?,
     };
+    load_file(&given, |name| std::env::var_os(name))
+}
+
+/// The config at `given`, with `$STOCKADE_MODE` as `var` gives it.
+pub fn load_file(
+    given: &Path,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<LoadedConfig, ConfigError> {
+    let given = given.to_path_buf();
     let mut config = Config::load(&given)?;
-    config.apply_env()?;
+    config.apply_env_from(var)?;
     let path = std::path::absolute(&given).map_err(|source| ConfigError::Path {
         path: given.clone(),
         source,

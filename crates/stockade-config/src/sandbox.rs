@@ -1,14 +1,23 @@
-//! `[sandbox]` as the local provider's settings, written once for both
-//! front ends (`exec` lays its flags over the result, `acp` serves it).
+//! The sandbox both front ends run commands in: `[sandbox]` as the local
+//! provider's settings and the provider itself, written once for both
+//! (`acp` serves them as configured), and [`sandbox`], an invocation's whole
+//! sandbox (`stockade exec`): the config it names with the flags over it.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use stockade_agent::PolicyService;
+use stockade_core::files::{self, FilePolicy, ListKind};
+use stockade_core::{SandboxMode, net};
 use stockade_local::{LocalProvider, LocalSettings, RunnerCommand, SettingsError};
 use stockade_roots::RootPins;
+use stockade_shell::SandboxedExecutor;
 
-use crate::schema::{ConfigError, SandboxSection};
+use crate::load::LoadedConfig;
+use crate::overrides::Overrides;
+use crate::schema::{Config, ConfigError, SandboxSection};
 
 /// The provider's settings `s` asks for: its paths relative to `dir` (the
 /// config file's directory), verdicts cached in `verdict_cache_dir`. `path`
@@ -55,15 +64,338 @@ pub fn local_settings(
 }
 
 /// The local provider `settings` ask for, granting the roots `pins` holds
-/// (shared with the file fence where there is one). On Windows it serves
-/// the restricted-token rung, which lives in its own crate; without it the
-/// provider fails closed.
+/// (shared with the file fence where there is one; `None`: its own). On
+/// Windows it serves the restricted-token rung, which lives in its own
+/// crate; without it the provider fails closed.
 pub fn provider(
     settings: LocalSettings,
-    pins: Arc<RootPins>,
+    pins: Option<Arc<RootPins>>,
 ) -> Result<LocalProvider, SettingsError> {
-    let provider = LocalProvider::new(settings)?.with_pins(pins);
+    let provider = LocalProvider::new(settings)?;
+    let provider = match pins {
+        Some(pins) => provider.with_pins(pins),
+        None => provider,
+    };
     #[cfg(windows)]
     let provider = provider.with_rung(stockade_windows::rung(None));
     Ok(provider)
+}
+
+/// An invocation's sandbox (`stockade exec`): everything decided before
+/// anything runs.
+#[derive(Debug)]
+pub struct Sandbox {
+    /// Its roots held for the whole invocation (the retry too).
+    pub provider: Arc<LocalProvider>,
+    /// The invocation's policy: `resolve(None, None)` is the run's, a
+    /// granted retry resolves wider through it.
+    pub policy: Arc<PolicyService>,
+    /// Confines every run of the invocation through `provider`.
+    pub executor: SandboxedExecutor,
+    /// The workspace root, absolute.
+    pub workspace: PathBuf,
+    /// The command's working directory, absolute and a directory.
+    pub workdir: PathBuf,
+    /// The file mode `--ask` offers after a file denial (`None` without
+    /// `--ask`, or when nothing is wider).
+    pub escalate_to: Option<SandboxMode>,
+}
+
+/// Why an invocation cannot run as given (nothing ran): the flag or file
+/// and what is wrong, as the user is told it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct InvocationError {
+    pub message: String,
+}
+
+impl InvocationError {
+    fn new(message: impl std::fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Compose an invocation's sandbox from the config `overrides` names (if
+/// any) and the overrides over it. The checks run in this order, and the
+/// first that fails is the error: the workspace, the working directory,
+/// the config, the mode, the file lists, the toolchain caches, the
+/// sockets, the escalation target, the provider's settings, the held
+/// workspace, the config's place, the extra roots, the network.
+pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
+    let workspace = absolute_dir("--workspace", overrides.workspace.as_deref())
+        .map_err(InvocationError::new)?;
+    let workdir = command_dir(overrides.cd.as_deref()).map_err(InvocationError::new)?;
+    let loaded = exec_config(overrides).map_err(InvocationError::new)?;
+    let config = loaded.as_ref().map(|l| &l.config);
+    let mode = exec_mode(overrides, config).map_err(InvocationError::new)?;
+    let files = file_policy(overrides, config).map_err(InvocationError::new)?;
+    // `--writable @npm` means the cache even before npm first made it.
+    if let Some((dir, e)) = stockade_local::create_group_caches(&overrides.writable).first() {
+        return Err(InvocationError::new(format_args!(
+            "--writable: cannot create {}: {e}",
+            dir.display()
+        )));
+    }
+    // A relative socket would name a different socket wherever CMD runs.
+    if let Some(p) = overrides.allow_sockets.iter().find(|p| !p.is_absolute()) {
+        return Err(InvocationError::new(format_args!(
+            "--allow-socket {}: must be an absolute path",
+            p.display()
+        )));
+    }
+    let escalate_to = match (overrides.ask, overrides.escalate_to, mode.wider()) {
+        (false, _, _) => None,
+        (true, Some(to), _) if to > mode => Some(to),
+        (true, Some(to), _) => {
+            return Err(InvocationError::new(format_args!(
+                "--escalate-to {to} is not wider than the mode ({mode})"
+            )));
+        }
+        (true, None, wider) => wider,
+    };
+    let settings = exec_settings(overrides, loaded.as_ref()).map_err(InvocationError::new)?;
+    let provider = match provider(settings, None) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            return Err(InvocationError::new(format_args!(
+                "invalid sandbox settings: {e}"
+            )));
+        }
+    };
+    // Held before anything runs, through the provider's own pins: `/`, a
+    // symlink a confined run planted in /tmp, or a workspace moved in its
+    // place is refused here, and every run of this invocation (the retry
+    // too) gets this directory, never whatever the path names later.
+    let held = provider
+        .pins()
+        .workspace(&workspace)
+        .map_err(InvocationError::new)?;
+    // The config decides every later run's confinement: one a run of this
+    // workspace (or of the temp roots) could rewrite is refused, and no
+    // extra root may contain it.
+    if let Some(l) = &loaded {
+        provider
+            .pins()
+            .refuse_beneath("config", &l.path, Some(&held))
+            .map_err(InvocationError::new)?;
+        provider.pins().add_control_path("config", &l.path);
+    }
+    protect_agent_state(&provider);
+    // Extra roots likewise, once, before anything runs (one that holds
+    // stockade itself or the verdict cache is refused, naming both).
+    for root in &files.writable_roots {
+        provider
+            .pins()
+            .extra_root(root)
+            .map_err(InvocationError::new)?;
+    }
+    let hosts = allowed_hosts(overrides, config).map_err(InvocationError::new)?;
+    // The network: `--network`, else the config's, else the mode's default
+    // (always `allow` under danger-full-access, which the service decides).
+    let policy = Arc::new(
+        PolicyService::new(mode, workspace.clone())
+            .with_files(files)
+            .with_default_network(overrides.network.or(config.and_then(|c| c.policy.network)))
+            .with_allowed_hosts(hosts)
+            .with_listen(overrides.allow_listen.clone()),
+    );
+    let executor = SandboxedExecutor::new(provider.clone(), policy.resolve(None, None));
+    Ok(Sandbox {
+        provider,
+        policy,
+        executor,
+        workspace,
+        workdir,
+        escalate_to,
+    })
+}
+
+/// The invocation's host list: the config's, else the default list;
+/// `--no-default-hosts` keeps only what the config wrote out, then
+/// `--allow-host` adds.
+fn allowed_hosts(overrides: &Overrides, config: Option<&Config>) -> Result<Vec<String>, String> {
+    let mut hosts = match (config, overrides.no_default_hosts) {
+        (Some(c), false) => c.allowed_hosts().to_vec(),
+        (Some(c), true) if c.policy.allowed_hosts.is_some() => c.allowed_hosts().to_vec(),
+        (_, true) => Vec::new(),
+        (None, false) => crate::default_allowed_hosts(),
+    };
+    let given =
+        net::parse_hosts(&overrides.allow_hosts).map_err(|(_, e)| format!("--allow-host {e}"))?;
+    for h in given {
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    Ok(hosts)
+}
+
+/// A directory the invocation names (`flag`), absolute: a relative one is
+/// resolved against the current directory once, here, and never again;
+/// none is the current directory.
+fn absolute_dir(flag: &str, given: Option<&Path>) -> Result<PathBuf, String> {
+    match given {
+        Some(w) => std::path::absolute(w).map_err(|e| {
+            format!(
+                "{flag} {}: cannot be made absolute against the current directory: {e}",
+                w.display()
+            )
+        }),
+        None => std::env::current_dir()
+            .map_err(|e| format!("{flag}: cannot read the current directory: {e}")),
+    }
+}
+
+/// `--cd`: absolute, and a directory now (the runner would otherwise fail
+/// with a message about its own chdir, or the launch about the runner).
+fn command_dir(given: Option<&Path>) -> Result<PathBuf, String> {
+    let dir = absolute_dir("--cd", given)?;
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(dir),
+        Ok(_) => Err(format!("--cd {}: not a directory", dir.display())),
+        Err(e) => Err(format!("--cd {}: {e}", dir.display())),
+    }
+}
+
+/// The invocation's file policy: the config's lists (expanded when it was
+/// loaded), then the flags expanded once. The deny list is the config's
+/// (the default list when it left `deny_read` out; with no config, the
+/// default list); `--no-default-deny-read` keeps only what the config wrote
+/// out. The error names the flag and the value.
+fn file_policy(overrides: &Overrides, config: Option<&Config>) -> Result<FilePolicy, String> {
+    let env = files::process_env;
+    let list = |values: &[OsString], kind: ListKind| {
+        files::expand_all(values, kind, &env).map_err(|(_, e)| format!("{} {e}", kind.flag()))
+    };
+    let base = config.map(|c| c.file_policy().clone()).unwrap_or_default();
+    let mut deny_read = match (config, overrides.no_default_deny_read) {
+        (Some(_), false) => base.deny_read.clone(),
+        (Some(c), true) if c.policy.deny_read.is_some() => base.deny_read.clone(),
+        (_, true) => Vec::new(),
+        (None, false) => crate::default_deny_read(&env).map_err(|(_, e)| {
+            format!("the default deny-read list {e} (or pass --no-default-deny-read)")
+        })?,
+    };
+    let merge = |into: &mut Vec<PathBuf>, more: Vec<PathBuf>| {
+        for p in more {
+            if !into.contains(&p) {
+                into.push(p);
+            }
+        }
+    };
+    merge(
+        &mut deny_read,
+        list(&overrides.deny_read, ListKind::DenyRead)?,
+    );
+    let mut writable_roots = base.writable_roots;
+    merge(
+        &mut writable_roots,
+        list(&overrides.writable, ListKind::WritableRoots)?,
+    );
+    let mut read_only = base.read_only;
+    merge(
+        &mut read_only,
+        list(&overrides.read_only, ListKind::ReadOnly)?,
+    );
+    // The protect list rides on read_only (its names are relative or
+    // ~/, which read_only's absolute entries never are). The default
+    // applies as deny-read's does: the config's (its default when it left
+    // `protect` out), else the default; --no-default-protect keeps only
+    // what the config wrote out.
+    let defaults: Vec<PathBuf> = crate::DEFAULT_PROTECT.iter().map(PathBuf::from).collect();
+    match (config, overrides.no_default_protect) {
+        (Some(c), true) if c.policy.protect.is_none() => {
+            read_only.retain(|p| !defaults.contains(p));
+        }
+        (None, true) | (Some(_), _) => {}
+        (None, false) => merge(&mut read_only, defaults),
+    }
+    let mut protect = Vec::new();
+    for name in &overrides.protect {
+        protect.push(crate::protect_entry(name).map_err(|e| format!("--protect {e}"))?);
+    }
+    merge(&mut read_only, protect);
+    Ok(FilePolicy {
+        writable_roots,
+        deny_read,
+        read_only,
+    })
+}
+
+/// The config `exec` reads: `--config`, else `$STOCKADE_CONFIG`, else
+/// none. A file at the default path is never read unless named: a run of
+/// an earlier invocation whose writable roots covered that path could have
+/// planted it, and it would decide this run's confinement. `$STOCKADE_MODE`
+/// is applied over its mode by the loader.
+fn exec_config(overrides: &Overrides) -> Result<Option<LoadedConfig>, String> {
+    let path = match &overrides.config {
+        Some(p) => p.clone(),
+        None => match &overrides.env_config {
+            Some(v) if !v.is_empty() => PathBuf::from(v),
+            _ => return Ok(None),
+        },
+    };
+    crate::load_file(&path, |name| overrides.var(name))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// Register what decides `stockade acp`'s later runs (its default config
+/// file and its session logs, whether or not they exist yet) as control
+/// state, so no extra writable root of this run may contain them.
+fn protect_agent_state(provider: &LocalProvider) {
+    if let Ok(path) = Config::default_path() {
+        provider.pins().add_control_path("config", &path);
+    }
+    if let Ok(dir) = crate::session_dir() {
+        provider
+            .pins()
+            .add_control_path("session log directory", &dir);
+    }
+}
+
+/// The mode, by [`crate::MODE_PRECEDENCE`]: `--mode`, else
+/// `$STOCKADE_MODE` (already applied to a loaded config's), else the
+/// config's, else the default. `exec` has no session.
+fn exec_mode(overrides: &Overrides, config: Option<&Config>) -> Result<SandboxMode, String> {
+    let layers = crate::ModeLayers {
+        flag: overrides.mode,
+        config: config.map(|c| c.policy.mode),
+        ..Default::default()
+    };
+    layers
+        .resolve_reading_env(|| crate::env_mode_from(|name| overrides.var(name)))
+        .map(|(mode, _)| mode)
+        .map_err(|e| e.to_string())
+}
+
+/// The provider's settings: the config's [sandbox] (paths relative to the
+/// config's directory), `--backend` and `--allow-socket` over it.
+fn exec_settings(
+    overrides: &Overrides,
+    loaded: Option<&LoadedConfig>,
+) -> Result<LocalSettings, String> {
+    let verdict_cache_dir = LocalSettings::default_verdict_cache_dir();
+    let sandbox = loaded.and_then(|l| l.config.sandbox.as_ref().map(|sb| (l, sb)));
+    let mut settings = match sandbox {
+        Some((l, sb)) => {
+            local_settings(sb, &l.path, &l.dir, verdict_cache_dir).map_err(|e| e.to_string())?
+        }
+        None => LocalSettings {
+            verdict_cache_dir,
+            ..Default::default()
+        },
+    };
+    if let Some(b) = overrides.backend {
+        settings.backend = b;
+    }
+    for s in &overrides.allow_sockets {
+        if !settings.allow_sockets.contains(s) {
+            settings.allow_sockets.push(s.clone());
+        }
+    }
+    Ok(settings)
 }

@@ -301,11 +301,19 @@ impl Config {
     /// Apply `$STOCKADE_MODE` over the configured default mode (by
     /// [`crate::MODE_PRECEDENCE`]).
     pub fn apply_env(&mut self) -> Result<(), ConfigError> {
+        self.apply_env_from(|name| std::env::var_os(name))
+    }
+
+    /// [`Self::apply_env`] with the variables as `var` gives them.
+    pub fn apply_env_from(
+        &mut self,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<(), ConfigError> {
         let layers = ModeLayers {
             config: Some(self.policy.mode),
             ..ModeLayers::default()
         };
-        self.policy.mode = layers.resolve_reading_env(crate::env_mode)?.0;
+        self.policy.mode = layers.resolve_reading_env(|| crate::env_mode_from(var))?.0;
         Ok(())
     }
 
