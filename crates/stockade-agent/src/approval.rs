@@ -123,6 +123,26 @@ impl ApprovalService {
         session.approval_policy(self.default_policy)
     }
 
+    /// The chain's answer under `policy`, recorded nowhere: the first
+    /// answerer that answers decides, none is `unavailable`, and under
+    /// `never` none is consulted. [`Self::ask`] records it in the session's
+    /// log; a caller without a session (`stockade exec`'s one retry) has no
+    /// log to keep it in.
+    pub async fn answer(
+        &self,
+        policy: ApprovalPolicy,
+        request: &ApprovalRequest,
+    ) -> ApprovalOutcome {
+        if policy == ApprovalPolicy::Ask {
+            for a in &self.answerers {
+                if let Some(o) = a.answer(request).await {
+                    return o;
+                }
+            }
+        }
+        ApprovalOutcome::Unavailable
+    }
+
     /// Ask, record the ask and the decision, and return the outcome. Under
     /// policy `never` no answerer is consulted.
     pub async fn ask(
@@ -147,15 +167,7 @@ impl ApprovalService {
             request,
             decided: false,
         };
-        let mut outcome = ApprovalOutcome::Unavailable;
-        if self.policy(session) == ApprovalPolicy::Ask {
-            for a in &self.answerers {
-                if let Some(o) = a.answer(request).await {
-                    outcome = o;
-                    break;
-                }
-            }
-        }
+        let outcome = self.answer(self.policy(session), request).await;
         pending.decided = true;
         session.append(Event::ApprovalDecided {
             call_id: request.call_id.clone(),

@@ -2,9 +2,10 @@
 //! `stockade_config::sandbox` from flags, environment and config), one
 //! run, and after a denial at most one approved wider retry.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use stockade_config::Sandbox;
 use stockade_core::{ExecutionPolicy, NetworkMode, SandboxMode};
@@ -13,6 +14,7 @@ use stockade_shell::{
 };
 
 use crate::args::ExecArgs;
+use crate::ask::TerminalAnswerer;
 use crate::exit::{
     EXIT_CANNOT_START, EXIT_NOT_FOUND, EXIT_UNAVAILABLE, EXIT_USAGE, exit_code, fail,
 };
@@ -149,36 +151,6 @@ fn retry_offer(
     (file, net)
 }
 
-/// Ask on the terminal; anything but yes (or no terminal at all) is no.
-fn ask_retry(mode: Option<SandboxMode>, network: Option<NetworkMode>) -> bool {
-    if !std::io::stdin().is_terminal() {
-        return false;
-    }
-    let Ok(tty) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-    else {
-        return false;
-    };
-    let mut out = &tty;
-    let what = match (mode, network) {
-        (Some(m), Some(n)) => format!("under {m} with network {n}"),
-        (Some(m), None) => format!("under {m}"),
-        (None, Some(n)) => format!("with network {n}"),
-        (None, None) => return false,
-    };
-    if write!(out, "stockade: retry this command once {what}? [y/N] ").is_err() {
-        return false;
-    }
-    let _ = out.flush();
-    let mut line = String::new();
-    if std::io::BufReader::new(&tty).read_line(&mut line).is_err() {
-        return false;
-    }
-    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-}
-
 fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<()> {
     let mut v = serde_json::json!({ "result": r, "retry": retried });
     deny_read::add_to_json(&mut v["result"], r.sandbox.as_ref());
@@ -202,10 +174,11 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         workdir,
         escalate_to,
         ..
-    } = sandbox;
+    } = &sandbox;
+    let escalate_to = *escalate_to;
     let mode = policy.default_mode();
     let network = policy.effective_network(None);
-    let first = match run_once(&exec, &args, &workdir, policy.resolve(None, None)).await {
+    let first = match run_once(exec, &args, workdir, policy.resolve(None, None)).await {
         Outcome::Finished(r) => r,
         Outcome::Unavailable(code) => {
             // The cached auto verdict may be stale; the next run re-probes.
@@ -229,7 +202,18 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         true => retry_offer(&first, escalate_to, network),
         false => (None, None),
     };
-    if (file_to.is_none() && net_to.is_none()) || !ask_retry(file_to, net_to) {
+    // The retry is asked through the agent's approval seam, the user at
+    // the terminal its only answerer.
+    let approved = match (file_to, net_to) {
+        (None, None) => false,
+        (file, net) => {
+            let answerer = Arc::new(TerminalAnswerer { mode });
+            sandbox
+                .retry_approved(answerer, &args.command, file.unwrap_or(mode), net)
+                .await
+        }
+    };
+    if !approved {
         if args.json {
             print_json(&first, None)?;
         }
@@ -240,7 +224,7 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // (danger-full-access always means allow).
     let to = file_to.unwrap_or(mode);
     let wider = policy.resolve_with_network(None, Some(to), net_to);
-    let retry = match run_once(&exec, &args, &workdir, wider).await {
+    let retry = match run_once(exec, &args, workdir, wider).await {
         Outcome::Finished(r) => r,
         Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),
     };

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod args;
+mod ask;
 mod deny_read;
 mod exec;
 mod exit;

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_agent::PolicyService;
+use stockade_agent::{Answerer, ApprovalRequest, ApprovalService, PolicyService};
 use stockade_core::files::{self, FilePolicy, ListKind};
-use stockade_core::{SandboxMode, net};
+use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode, net};
 use stockade_local::{LocalProvider, LocalSettings, RunnerCommand, SettingsError};
 use stockade_roots::RootPins;
 use stockade_shell::SandboxedExecutor;
@@ -99,6 +99,48 @@ pub struct Sandbox {
     /// The file mode `--ask` offers after a file denial (`None` without
     /// `--ask`, or when nothing is wider).
     pub escalate_to: Option<SandboxMode>,
+}
+
+impl Sandbox {
+    /// The invocation's one approved wider retry of `command`, under
+    /// `target` (and `network`, when that widens too), asked through the
+    /// agent's approval seam with `answerer` its only link: whether the
+    /// user allowed it once. Nothing remembers the answer.
+    pub async fn retry_approved(
+        &self,
+        answerer: Arc<dyn Answerer>,
+        command: &[OsString],
+        target: SandboxMode,
+        network: Option<NetworkMode>,
+    ) -> bool {
+        let request = ApprovalRequest {
+            session: no_session(),
+            tool: "exec".into(),
+            call_id: String::new(),
+            reason: String::new(),
+            target,
+            network,
+            // Shown, never run: the command runs from `command` itself.
+            subject: command
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            effect: String::new(),
+        };
+        let approval = ApprovalService::new(ApprovalPolicy::Ask, vec![answerer]);
+        approval.answer(ApprovalPolicy::Ask, &request).await == ApprovalOutcome::AllowedOnce
+    }
+}
+
+/// `exec` runs in no session: its request names the all-zero id, which no
+/// session is given (ids are drawn at random) and nothing records.
+fn no_session() -> stockade_session::SessionId {
+    const NONE: &str = "00000000000000000000000000000000";
+    // 32 lowercase hex digits, the whole of a well-formed id, so the parse
+    // cannot fail; the fallback only satisfies the type.
+    NONE.parse()
+        .unwrap_or_else(|_| unreachable!("{NONE} is a well-formed session id"))
 }
 
 /// Why an invocation cannot run as given (nothing ran): the flag or file
