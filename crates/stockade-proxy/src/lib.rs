@@ -17,9 +17,11 @@
 //! percent-encoding, control bytes, user names or zone ids, and a name that
 //! reads as a number (`2130706433`, `0x7f.1`, `127.1`) is refused.
 //!
-//! The caller is synchronous: [`Proxy::start`] binds, spawns one thread with
-//! its own single-threaded tokio runtime, and returns; dropping the
-//! [`Proxy`] stops it. Each run gets a [`RunToken`] carried as the password
+//! The caller is synchronous: [`Proxy::start`] binds, spawns one thread, and
+//! returns; dropping the [`Proxy`] stops it. The thread sleeps in `poll` on
+//! the listeners until the first client connects, and only then builds its
+//! single-threaded tokio runtime, so a run that never uses the network
+//! pays for two listeners and a sleeping thread, not a runtime. Each run gets a [`RunToken`] carried as the password
 //! of its proxy URL, so what a run was refused can be told back to it. The
 //! proxy prints nothing; [`Proxy::refused`] and [`Proxy::problems`] are how
 //! the caller learns what happened.
@@ -147,6 +149,8 @@ pub struct Proxy {
     unix_path: Option<PathBuf>,
     shared: Arc<Shared>,
     shutdown: Option<oneshot::Sender<()>>,
+    /// Dropped to wake a thread still waiting for its first client.
+    wake: Option<Waker>,
     thread: Option<JoinHandle<()>>,
     /// Fallback token material, see [`Proxy::run_token`].
     seed: u128,
@@ -197,6 +201,7 @@ impl Proxy {
             ledger: Ledger::default(),
             scopes: std::sync::Mutex::default(),
             outstanding: Arc::new(Semaphore::new(max_outstanding)),
+            serving: std::sync::atomic::AtomicBool::new(false),
         });
 
         // Bound here, on the caller's thread, so a failure is the caller's
@@ -211,57 +216,22 @@ impl Proxy {
         };
         let unix_path = config.unix_dir.map(|d| d.join(UNIX_SOCKET_NAME));
 
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-        {
-            Ok(rt) => rt,
+        let listeners = Listeners { tcp, unix };
+        #[cfg(unix)]
+        let (wake, woken) = match std::os::unix::net::UnixStream::pair() {
+            Ok((w, r)) => (Some(w), Some(r)),
             Err(e) => {
                 remove_socket(unix_path.as_deref());
                 return Err(ProxyError::Runtime(e));
             }
         };
+        #[cfg(not(unix))]
+        let (wake, woken): (Option<Waker>, Option<Waker>) = (None, None);
         let (shutdown, stopped) = oneshot::channel::<()>();
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("stockade-proxy".to_owned())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-                    match tokio::net::TcpListener::from_std(tcp) {
-                        Ok(l) => {
-                            tokio::spawn(accept_tcp(
-                                l,
-                                Arc::clone(&serving),
-                                Arc::clone(&slots),
-                                header_timeout,
-                            ));
-                        }
-                        Err(e) => serving
-                            .ledger
-                            .problem(format!("cannot serve 127.0.0.1:{port}: {e}")),
-                    }
-                    #[cfg(unix)]
-                    if let Some(unix) = unix {
-                        match tokio::net::UnixListener::from_std(unix) {
-                            Ok(l) => {
-                                tokio::spawn(accept_unix(l, serving, slots, header_timeout));
-                            }
-                            Err(e) => serving
-                                .ledger
-                                .problem(format!("cannot serve the Unix socket: {e}")),
-                        }
-                    }
-                    #[cfg(not(unix))]
-                    let _: Option<UnixListener> = unix;
-                    // Either a send or the sender's drop ends the wait.
-                    let _ = stopped.await;
-                });
-                // Dropping the runtime here cancels every task: listeners,
-                // connections and tunnels all close.
-                drop(runtime);
-            });
+            .spawn(move || serve(listeners, serving, header_timeout, stopped, woken));
         let thread = match thread {
             Ok(t) => t,
             Err(e) => {
@@ -274,6 +244,7 @@ impl Proxy {
             unix_path,
             shared,
             shutdown: Some(shutdown),
+            wake,
             thread: Some(thread),
             seed: u128::from_ne_bytes(seed),
             issued: AtomicU64::new(0),
@@ -286,6 +257,13 @@ impl Proxy {
 
     pub fn unix_path(&self) -> Option<&Path> {
         self.unix_path.as_deref()
+    }
+
+    /// Whether a client has connected, so the proxy's runtime runs. Until
+    /// then the proxy is two bound listeners and one thread asleep in
+    /// `poll` (on Unix; elsewhere the runtime starts at once).
+    pub fn is_serving(&self) -> bool {
+        self.shared.serving.load(Ordering::Relaxed)
     }
 
     /// A fresh token for one run; requests that carry it (as the password
@@ -385,11 +363,134 @@ impl Drop for Proxy {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
+        // After the send: a thread that wakes to a client now still finds
+        // the stop waiting for its runtime.
+        self.wake = None;
         if let Some(t) = self.thread.take() {
             // A panicked proxy thread has nothing left to clean up.
             let _ = t.join();
         }
         remove_socket(self.unix_path.as_deref());
+    }
+}
+
+/// The proxy's listeners, bound before [`Proxy::start`] returns.
+struct Listeners {
+    tcp: std::net::TcpListener,
+    unix: Option<UnixListener>,
+}
+
+/// The stop signal of a thread that has no runtime yet: one end of a
+/// socket pair, whose other end the [`Proxy`] drops to stop it.
+#[cfg(unix)]
+type Waker = std::os::unix::net::UnixStream;
+#[cfg(not(unix))]
+type Waker = std::convert::Infallible;
+
+/// The proxy thread. Most runs never use the network, so the runtime (and
+/// its allocator arena, epoll set and timer wheel) is built only once a
+/// client has connected; until then the thread sleeps in one `poll` and
+/// touches nothing. The listeners exist from the start, so a client that
+/// connects at once waits in the backlog, never meets a refusal.
+fn serve(
+    listeners: Listeners,
+    shared: Arc<Shared>,
+    header_timeout: Duration,
+    stopped: oneshot::Receiver<()>,
+    woken: Option<Waker>,
+) {
+    #[cfg(unix)]
+    if let Some(stop) = &woken
+        && !first_client(&listeners, stop)
+    {
+        return;
+    }
+    #[cfg(not(unix))]
+    let _ = woken;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            // The listeners close with this thread: the command's
+            // connections are refused, and the run says why.
+            shared
+                .ledger
+                .problem(format!("cannot start the proxy runtime: {e}"));
+            return;
+        }
+    };
+    shared.serving.store(true, Ordering::Relaxed);
+    let Listeners { tcp, unix } = listeners;
+    runtime.block_on(async move {
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        match tokio::net::TcpListener::from_std(tcp) {
+            Ok(l) => {
+                tokio::spawn(accept_tcp(
+                    l,
+                    Arc::clone(&shared),
+                    Arc::clone(&slots),
+                    header_timeout,
+                ));
+            }
+            Err(e) => shared
+                .ledger
+                .problem(format!("cannot serve 127.0.0.1: {e}")),
+        }
+        #[cfg(unix)]
+        if let Some(unix) = unix {
+            match tokio::net::UnixListener::from_std(unix) {
+                Ok(l) => {
+                    tokio::spawn(accept_unix(l, shared, slots, header_timeout));
+                }
+                Err(e) => shared
+                    .ledger
+                    .problem(format!("cannot serve the Unix socket: {e}")),
+            }
+        }
+        #[cfg(not(unix))]
+        let _: Option<UnixListener> = unix;
+        // Either a send or the sender's drop ends the wait.
+        let _ = stopped.await;
+    });
+    // Dropping the runtime here cancels every task: listeners,
+    // connections and tunnels all close.
+    drop(runtime);
+}
+
+/// Waits until a client is queued on either listener (true) or the proxy
+/// is stopped first (false). Nothing is accepted here: the runtime's
+/// listeners find the client still queued (epoll reports a descriptor
+/// already readable when it is added). Allocates nothing, so an unused
+/// proxy costs no allocator arena.
+#[cfg(unix)]
+fn first_client(listeners: &Listeners, stop: &Waker) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    use std::os::fd::AsFd as _;
+
+    // Without a Unix listener its slot watches the stop end a second time.
+    let unix = listeners
+        .unix
+        .as_ref()
+        .map_or_else(|| stop.as_fd(), |u| u.as_fd());
+    loop {
+        let mut fds = [
+            PollFd::from_borrowed_fd(stop.as_fd(), PollFlags::IN),
+            PollFd::from_borrowed_fd(listeners.tcp.as_fd(), PollFlags::IN),
+            PollFd::from_borrowed_fd(unix, PollFlags::IN),
+        ];
+        match poll(&mut fds, None) {
+            // The stop end reports EOF (or an error) once the Proxy is
+            // dropped; that wins over a client queued at the same moment.
+            Ok(_) if !fds[0].revents().is_empty() => return false,
+            Ok(_) if fds[1..].iter().any(|f| !f.revents().is_empty()) => return true,
+            Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+            // Cannot wait here: let the runtime do the waiting, as a
+            // proxy that started eagerly would.
+            Err(_) => return true,
+        }
     }
 }
 
@@ -511,6 +612,52 @@ mod tests {
         let mut line = [0u8; 12];
         s.read_exact(&mut line).unwrap();
         assert_eq!(&line, b"HTTP/1.1 400");
+    }
+
+    /// Nothing but the listeners and a sleeping thread until a client
+    /// connects: no runtime for a run that never uses the network. A
+    /// client that connects the moment `start` returns is served (the
+    /// listener existed), on either listener, and a proxy dropped unused
+    /// closes its listeners and removes its socket.
+    #[cfg(unix)]
+    #[test]
+    fn the_runtime_starts_on_the_first_client_only() {
+        let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        let dir = tempfile::tempdir().unwrap();
+        let unused = Proxy::start(ProxyConfig {
+            unix_dir: Some(dir.path().to_owned()),
+            ..ProxyConfig::default()
+        })
+        .unwrap();
+        let (port, sock) = (unused.port(), unused.unix_path().unwrap().to_owned());
+        // Long enough for an eager thread to have built its runtime.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!unused.is_serving(), "the runtime started with no client");
+        drop(unused);
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        assert!(!sock.exists(), "an unused proxy left its socket");
+
+        for unix in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let proxy = Proxy::start(ProxyConfig {
+                unix_dir: Some(dir.path().to_owned()),
+                ..ProxyConfig::default()
+            })
+            .unwrap();
+            let mut line = [0u8; 12];
+            if unix {
+                let mut s =
+                    std::os::unix::net::UnixStream::connect(proxy.unix_path().unwrap()).unwrap();
+                s.write_all(request).unwrap();
+                s.read_exact(&mut line).unwrap();
+            } else {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+                s.write_all(request).unwrap();
+                s.read_exact(&mut line).unwrap();
+            }
+            assert_eq!(&line, b"HTTP/1.1 400", "unix {unix}");
+            assert!(proxy.is_serving(), "unix {unix}");
+        }
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) scopes: std::sync::Mutex<HashMap<String, Arc<Scope>>>,
     /// Questions unanswered at once, across every run.
     pub(crate) outstanding: Arc<Semaphore>,
+    /// Set once a client has connected and the runtime was built.
+    pub(crate) serving: std::sync::atomic::AtomicBool,
 }
 
 /// Why a request is not let through.
