@@ -198,12 +198,15 @@ pub fn agent<M>(
 ) -> Result<Composition<M>, ComposeError> {
     // The file policy and the allowed hosts ride every call this service
     // resolves: bash and the file tools get the same lists.
+    // `acp` has no flags: the config as written, by the rules `exec` lays
+    // its flags over it with. Nothing in an unchanged config can fail them.
     let policy = Arc::new(
-        PolicyService::new(config.policy.mode, fallback_root(config, env))
-            .with_mode_rule(crate::session_mode)
-            .with_files(config.file_policy().clone())
-            .with_default_network(config.policy.network)
-            .with_allowed_hosts(config.allowed_hosts().to_vec()),
+        crate::sandbox::policy_service(
+            config,
+            fallback_root(config, env),
+            &crate::Overrides::default(),
+        )
+        .map_err(|e| ComposeError::Sandbox { message: e.message })?,
     );
     let provider: Option<Arc<dyn SandboxProvider>> =
         provider(config, env)?.map(|p| -> Arc<dyn SandboxProvider> { Arc::new(p) });

@@ -235,15 +235,14 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
             .map_err(InvocationError::new)?;
     }
     let hosts = allowed_hosts(overrides, config).map_err(InvocationError::new)?;
-    // The network: `--network`, else the config's, else the mode's default
-    // (always `allow` under danger-full-access, which the service decides).
-    let policy = Arc::new(
-        PolicyService::new(mode, workspace.clone())
-            .with_files(files)
-            .with_default_network(overrides.network.or(config.and_then(|c| c.policy.network)))
-            .with_allowed_hosts(hosts)
-            .with_listen(overrides.allow_listen.clone()),
-    );
+    let policy = Arc::new(assemble(
+        mode,
+        workspace.clone(),
+        files,
+        hosts,
+        overrides,
+        config,
+    ));
     let executor = SandboxedExecutor::new(provider.clone(), policy.resolve(None, None));
     Ok(Sandbox {
         provider,
@@ -253,6 +252,43 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
         workdir,
         escalate_to,
     })
+}
+
+/// The policy service both front ends resolve every call through, for
+/// calls without a session rooted at `root`: `config` (its mode with
+/// `$STOCKADE_MODE` applied at load, its lists, network and hosts) with
+/// `overrides` laid over it by the same rules `exec` uses. `acp`, which
+/// has no flags, passes none: the config as written.
+pub fn policy_service(
+    config: &Config,
+    root: PathBuf,
+    overrides: &Overrides,
+) -> Result<PolicyService, InvocationError> {
+    let config = Some(config);
+    let mode = exec_mode(overrides, config).map_err(InvocationError::new)?;
+    let files = file_policy(overrides, config).map_err(InvocationError::new)?;
+    let hosts = allowed_hosts(overrides, config).map_err(InvocationError::new)?;
+    Ok(assemble(mode, root, files, hosts, overrides, config))
+}
+
+/// The service for what was decided: the mode ranked against a session's
+/// switch by [`crate::session_mode`]; the network `--network`, else the
+/// config's, else the mode's default (always `allow` under
+/// danger-full-access, which the service decides).
+fn assemble(
+    mode: SandboxMode,
+    root: PathBuf,
+    files: FilePolicy,
+    hosts: Vec<String>,
+    overrides: &Overrides,
+    config: Option<&Config>,
+) -> PolicyService {
+    PolicyService::new(mode, root)
+        .with_mode_rule(crate::session_mode)
+        .with_files(files)
+        .with_default_network(overrides.network.or(config.and_then(|c| c.policy.network)))
+        .with_allowed_hosts(hosts)
+        .with_listen(overrides.allow_listen.clone())
 }
 
 /// The invocation's host list: the config's, else the default list;
