@@ -237,7 +237,7 @@ fn serve(fence: &Fence, listener: &Listener, child: Pid) {
         fence.seen(req.tid);
         let outcome = match notify::decode(&req) {
             Err(e) => Outcome::Err(e),
-            Ok(Decoded::Observed) => fence.observe(req.tid),
+            Ok(Decoded::Observed { exec }) => fence.observe(req.tid, exec),
             Ok(_) if !listener.valid(req.id) => continue,
             Ok(Decoded::Call(call)) => fence.perform(who, &call),
             Ok(Decoded::Ioctl { fd, cmd, mut arg }) => match fence.ioctl_file(who, fd) {

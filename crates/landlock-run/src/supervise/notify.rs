@@ -172,8 +172,11 @@ fn read_i64s<const N: usize>(tid: u32, addr: u64) -> Result<[i64; N], Errno> {
 /// What the supervisor does for one request.
 pub enum Decoded {
     Call(Call),
-    /// A call notified only to be seen (`filter::OBSERVED`).
-    Observed,
+    /// A call notified only to be seen (`filter::OBSERVED`); `exec`: an
+    /// execve or execveat (else umask).
+    Observed {
+        exec: bool,
+    },
     Ioctl {
         fd: i32,
         cmd: u32,
@@ -246,7 +249,8 @@ pub fn decode(req: &Request) -> Result<Decoded, Errno> {
         })
     };
     let call = match sys {
-        Sys::Umask | Sys::Execve | Sys::Execveat => return Ok(Decoded::Observed),
+        Sys::Umask => return Ok(Decoded::Observed { exec: false }),
+        Sys::Execve | Sys::Execveat => return Ok(Decoded::Observed { exec: true }),
         Sys::Open => Call::Open {
             dirfd: AT_FDCWD,
             path: path(0)?,

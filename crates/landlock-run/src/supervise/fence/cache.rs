@@ -212,9 +212,19 @@ impl Caches {
         mask
     }
 
-    /// Thread `tid` made a call that may change its umask or its tid
-    /// (umask, execve, execveat); the kernel performs it after the answer.
-    pub(super) fn observe(&self, tid: u32) {
+    /// Thread `tid` made a call that may change its umask (umask) or its
+    /// tid (with `exec`: execve, execveat); the kernel performs it after the
+    /// answer. An exec keeps the umask, and the tid of a thread-group
+    /// leader, which only a non-leader's exec takes over: a leader's exec
+    /// changes nothing kept here (a pidfd opens without PIDFD_THREAD only
+    /// for a leader; a non-leader cannot become one but by its own exec).
+    pub(super) fn observe(&self, tid: u32, exec: bool) {
+        if exec
+            && Pid::from_raw(tid as i32)
+                .is_some_and(|pid| rustix::process::pidfd_open(pid, PidfdFlags::empty()).is_ok())
+        {
+            return;
+        }
         let mut tasks = lock(&self.tasks);
         tasks.epoch += 1;
         tasks.umask.clear();
@@ -308,20 +318,38 @@ mod tests {
         assert!(gone);
     }
 
+    /// Run on a thread of its own: a non-leader, whose exec would move
+    /// the leader's tid to it.
     #[test]
     fn the_umask_is_kept_and_dropped_on_observed_calls() {
-        let c = Caches::default();
-        let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
-        let m = c.umask(tid);
-        assert_eq!(read_umask(tid), Some(m));
-        assert!(lock(&c.tasks).umask.contains_key(&tid));
-        c.observe(tid);
-        assert!(lock(&c.tasks).umask.is_empty());
-        // Pending: read, not kept.
-        assert_eq!(c.umask(tid), m);
-        assert!(lock(&c.tasks).umask.is_empty());
-        c.seen(tid);
-        assert_eq!(c.umask(tid), m);
-        assert!(lock(&c.tasks).umask.contains_key(&tid));
+        std::thread::spawn(|| {
+            let c = Caches::default();
+            let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+            let leader = rustix::process::getpid().as_raw_nonzero().get() as u32;
+            assert_ne!(tid, leader);
+            let m = c.umask(tid);
+            assert_eq!(read_umask(tid), Some(m));
+            assert!(lock(&c.tasks).umask.contains_key(&tid));
+            // The leader's exec keeps every umask and every tid.
+            c.observe(leader, true);
+            assert!(lock(&c.tasks).umask.contains_key(&tid));
+            assert!(lock(&c.tasks).pending.is_empty());
+            // A non-leader's exec: dropped, and pending until seen again.
+            c.observe(tid, true);
+            assert!(lock(&c.tasks).umask.is_empty());
+            assert_eq!(c.umask(tid), m);
+            assert!(lock(&c.tasks).umask.is_empty());
+            c.seen(tid);
+            assert_eq!(c.umask(tid), m);
+            assert!(lock(&c.tasks).umask.contains_key(&tid));
+            // umask by anyone drops every kept umask.
+            c.observe(leader, false);
+            assert!(lock(&c.tasks).umask.is_empty());
+            c.seen(leader);
+            assert_eq!(c.umask(tid), m);
+            assert!(lock(&c.tasks).umask.contains_key(&tid));
+        })
+        .join()
+        .unwrap();
     }
 }

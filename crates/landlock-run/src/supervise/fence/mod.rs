@@ -394,10 +394,10 @@ impl Fence {
     }
 
     /// Thread `tid` is making a call the filter notifies only so that the
-    /// supervisor sees it (umask, execve, execveat): the kernel performs it
-    /// once answered (`Outcome::Continue`).
-    pub fn observe(&self, tid: u32) -> Outcome {
-        self.cache.observe(tid);
+    /// supervisor sees it (umask, or with `exec` execve or execveat): the
+    /// kernel performs it once answered (`Outcome::Continue`).
+    pub fn observe(&self, tid: u32, exec: bool) -> Outcome {
+        self.cache.observe(tid, exec);
         Outcome::Continue
     }
 
