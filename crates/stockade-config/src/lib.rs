@@ -1,10 +1,14 @@
-//! The composition root's first layer: the `stockade.toml` schema and its
-//! validation (its sections deserialize into the agent's own types: hook
-//! entries, permission presets), loading it, and the default tables
-//! (deny-read, allowed hosts). Both front ends (`stockade exec` and
-//! `stockade acp`) load through here, so which file is read, how
-//! `$STOCKADE_MODE` ranks among the other sources of the mode and where the session logs live are decided
-//! once.
+//! The composition root, above the agent: the `stockade.toml` schema and
+//! its validation (its sections deserialize into the agent's own types:
+//! hook entries, permission presets), loading it, [`Overrides`] (what flags
+//! and the environment set, in plain types), the default tables (deny-read,
+//! allowed hosts) and the one mode precedence table; and composition in two
+//! levels: [`sandbox`] (an invocation's provider, policy service and
+//! executor: `stockade exec`), built from [`policy_service`] and
+//! [`provider`], which `stockade acp`'s [`agent`] composes through too.
+//! Both front ends load through here, so which file is read, how
+//! `$STOCKADE_MODE` ranks among the other sources of the mode, which policy
+//! a run gets and where the session logs live are decided once.
 #![forbid(unsafe_code)]
 
 mod compose;
