@@ -138,7 +138,7 @@ impl Sandbox {
 fn no_session() -> stockade_session::SessionId {
     const NONE: &str = "00000000000000000000000000000000";
     // 32 lowercase hex digits, the whole of a well-formed id, so the parse
-    // cannot fail; the fallback only satisfies the type.
+    // cannot fail (the test below holds it to that).
     NONE.parse()
         .unwrap_or_else(|_| unreachable!("{NONE} is a well-formed session id"))
 }
@@ -476,4 +476,14 @@ fn exec_settings(
         }
     }
     Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn execs_request_names_a_well_formed_id_no_session_is_given() {
+        let id = super::no_session();
+        assert_eq!(id.as_str().len(), stockade_session::SessionId::LEN);
+        assert!(id.as_str().bytes().all(|b| b == b'0'));
+    }
 }
