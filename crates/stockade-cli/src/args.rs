@@ -131,6 +131,15 @@ impl ExecArgs {
     }
 }
 
+/// `stockade acp --config` as the composition takes it, over the variables
+/// of this process read now, once.
+pub(crate) fn acp_overrides(config: Option<PathBuf>) -> Overrides {
+    Overrides {
+        config,
+        ..Overrides::from_env()
+    }
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
     /// Run CMD confined and exit with its status; at a terminal, on a

@@ -33,7 +33,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// names the file and the writable root it lies beneath; nothing is served
 /// then.
 async fn acp(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let loaded = match stockade_config::load_config(config.as_deref()) {
+    let loaded = match stockade_config::load_config_with(&args::acp_overrides(config)) {
         Ok(c) => c,
         Err(e) => return Ok(fail(EXIT_USAGE, e)),
     };

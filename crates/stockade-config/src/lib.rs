@@ -25,7 +25,9 @@ pub use compose::{
 pub use defaults::{
     DEFAULT_ALLOWED_HOSTS, DEFAULT_DENY_READ, default_allowed_hosts, default_deny_read,
 };
-pub use load::{ENV_STATE_DIR, LoadedConfig, load_config, load_file, session_dir};
+pub use load::{
+    ENV_STATE_DIR, LoadedConfig, load_config, load_config_with, load_file, session_dir,
+};
 pub use mode::{
     DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from, session_mode,
 };

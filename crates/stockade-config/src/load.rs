@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::schema::{Config, ConfigError};
+use crate::overrides::Overrides;
+use crate::schema::{Config, ConfigError, ENV_CONFIG, ENV_MODE, default_path_from};
 
 /// The directory under which session logs are kept (in `sessions/`).
 pub const ENV_STATE_DIR: &str = "STOCKADE_STATE_DIR";
@@ -25,11 +26,30 @@ pub struct LoadedConfig {
 /// else `$XDG_CONFIG_HOME/stockade/stockade.toml`, ...) and apply
 /// `$STOCKADE_MODE`. Errors name the file as it was given.
 pub fn load_config(path: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
-    let given = match path {
-        Some(p) => p.to_path_buf(),
-        None => Config::default_path()?,
+    load_config_with(&Overrides {
+        config: path.map(Path::to_path_buf),
+        ..Overrides::from_env()
+    })
+}
+
+/// [`load_config`] with the flag and the variables as `overrides` holds
+/// them (`stockade acp`): `overrides.config`, else the default path
+/// (`$STOCKADE_CONFIG` as read, else the XDG rule on the rest of the
+/// environment), with `$STOCKADE_MODE` as read applied.
+pub fn load_config_with(overrides: &Overrides) -> Result<LoadedConfig, ConfigError> {
+    let given = match &overrides.config {
+        Some(p) => p.clone(),
+        None => default_path(overrides)?,
     };
-    load_file(&given, |name| std::env::var_os(name))
+    load_file(&given, |name| overrides.var(name))
+}
+
+/// [`Config::default_path`], with `$STOCKADE_CONFIG` as `overrides` read it.
+pub(crate) fn default_path(overrides: &Overrides) -> Result<PathBuf, ConfigError> {
+    default_path_from(|name| match name {
+        ENV_CONFIG | ENV_MODE => overrides.var(name),
+        _ => std::env::var_os(name),
+    })
 }
 
 /// The config at `given`, with `$STOCKADE_MODE` as `var` gives it.

@@ -225,7 +225,7 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
             .map_err(InvocationError::new)?;
         provider.pins().add_control_path("config", &l.path);
     }
-    protect_agent_state(&provider);
+    protect_agent_state(&provider, overrides);
     // Extra roots likewise, once, before anything runs (one that holds
     // stockade itself or the verdict cache is refused, naming both).
     for root in &files.writable_roots {
@@ -424,8 +424,8 @@ fn exec_config(overrides: &Overrides) -> Result<Option<LoadedConfig>, String> {
 /// Register what decides `stockade acp`'s later runs (its default config
 /// file and its session logs, whether or not they exist yet) as control
 /// state, so no extra writable root of this run may contain them.
-fn protect_agent_state(provider: &LocalProvider) {
-    if let Ok(path) = Config::default_path() {
+fn protect_agent_state(provider: &LocalProvider, overrides: &Overrides) {
+    if let Ok(path) = crate::load::default_path(overrides) {
         provider.pins().add_control_path("config", &path);
     }
     if let Ok(dir) = crate::session_dir() {

@@ -620,7 +620,9 @@ pub fn protect_entry(entry: &OsStr) -> Result<PathBuf, String> {
 /// [`Config::default_path`] over any environment. The XDG variable is
 /// ignored when empty or relative, as the XDG spec says; `$STOCKADE_CONFIG`
 /// is the user naming a file and is taken as given.
-fn default_path_from(var: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, ConfigError> {
+pub(crate) fn default_path_from(
+    var: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, ConfigError> {
     let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(p) = set(ENV_CONFIG) {
         return Ok(p);
