@@ -136,6 +136,18 @@ pub fn run(fence: Fence, launcher: Launcher) -> ! {
     drop(go_write);
     (launcher.release_status)();
     (launcher.drop_capabilities)();
+    // The fence keeps directories and threads' working directories open
+    // between calls, in proportion to the descriptor limit; the soft limit
+    // is raised to the hard one for that (the command's own, fixed at the
+    // fork, is unchanged). If it cannot be, the caches are smaller.
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let _ = rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: nofile.maximum,
+            maximum: nofile.maximum,
+        },
+    );
     // Modes are masked with the child's own umask, read per call.
     rustix::process::umask(rustix::fs::Mode::empty());
     let fence = Arc::new(fence);
