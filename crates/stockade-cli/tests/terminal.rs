@@ -590,14 +590,7 @@ fn stdout_and_stderr_into_one_pipe_keep_their_order() {
 fn the_launcher_never_takes_a_terminal_another_session_holds() {
     let launcher = env!("CARGO_BIN_EXE_landlock-run");
     for who in users() {
-        let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-        rustix::pty::grantpt(&master).unwrap();
-        rustix::pty::unlockpt(&master).unwrap();
-        let slave = rustix::pty::ioctl_tiocgptpeer(
-            &master,
-            OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
-        )
-        .unwrap();
+        let (_master, slave) = fresh_pty();
         let rdev = rustix::fs::fstat(&slave).unwrap().st_rdev;
         let mut holder = std::process::Command::new("setsid")
             .args(["--ctty", "--", "sleep", "60"])
@@ -660,6 +653,20 @@ fn the_launcher_never_takes_a_terminal_another_session_holds() {
     }
 }
 
+/// A new pseudo-terminal that is nobody's controlling terminal: (master,
+/// slave).
+fn fresh_pty() -> (OwnedFd, OwnedFd) {
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let slave = rustix::pty::ioctl_tiocgptpeer(
+        &master,
+        OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
+    )
+    .unwrap();
+    (master, slave)
+}
+
 /// In a pid namespace whose session and group leaders lie outside it (a
 /// container entered with `exec`, as CI is), the kernel reports our session
 /// as 0. The launcher must still run, take a fresh terminal with `--ctty`
@@ -683,14 +690,7 @@ fn the_launcher_runs_where_its_session_leader_is_outside_its_namespace() {
             &["--close-fds", "--", "/bin/sh", "-c", &touch],
         ];
         for args in modes {
-            let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-            rustix::pty::grantpt(&master).unwrap();
-            rustix::pty::unlockpt(&master).unwrap();
-            let slave = rustix::pty::ioctl_tiocgptpeer(
-                &master,
-                OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC,
-            )
-            .unwrap();
+            let (master, slave) = fresh_pty();
             let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
             who.own(Path::new(OsStr::from_bytes(name.as_bytes())));
             let mut unshare = std::process::Command::new("unshare");
