@@ -45,10 +45,17 @@ pub(crate) struct ExecArgs {
     /// A Unix socket (absolute path) CMD may still connect to; repeatable.
     #[arg(long = "allow-socket", value_name = "PATH")]
     pub(crate) allow_sockets: Vec<PathBuf>,
-    /// When the command was denied and stdin is a terminal, ask whether to
-    /// retry it once under a wider mode.
+    /// When stdin is a terminal: while CMD runs, ask before refusing a host
+    /// not on the list (its connection waits); after a denial, ask whether
+    /// to retry it once (first with just the refused directory writable,
+    /// then under a wider mode).
     #[arg(long)]
     pub(crate) ask: bool,
+    /// How long a question asked while CMD runs (a host not on the list,
+    /// its connection held) waits for an answer before it is refused
+    /// (default: the config's [approval] timeout_ms, else 60).
+    #[arg(long, requires = "ask", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ask_timeout: Option<u64>,
     /// The mode --ask offers (default: the next wider one).
     #[arg(long, requires = "ask")]
     pub(crate) escalate_to: Option<SandboxMode>,
@@ -116,6 +123,7 @@ impl ExecArgs {
             allow_sockets: self.allow_sockets.clone(),
             ask: self.ask,
             escalate_to: self.escalate_to,
+            ask_timeout: self.ask_timeout.map(std::time::Duration::from_secs),
             writable: self.writable.clone(),
             deny_read: self.deny_read.clone(),
             no_default_deny_read: self.no_default_deny_read,

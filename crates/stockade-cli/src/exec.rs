@@ -33,11 +33,19 @@ enum Outcome {
     Unavailable(ExitCode),
 }
 
+/// Where questions asked while a run waits are shown (`--ask` at a
+/// terminal): the run's pty session is handed to it while it lasts.
+#[cfg(target_os = "linux")]
+type Desk = Option<crate::ask::hosts::Desk>;
+#[cfg(not(target_os = "linux"))]
+type Desk = Option<std::convert::Infallible>;
+
 async fn run_once(
     exec: &SandboxedExecutor,
     args: &ExecArgs,
     workdir: &Path,
     policy: ExecutionPolicy,
+    desk: &Desk,
 ) -> Outcome {
     let mut request = ShellRequest::argv(args.command.clone(), workdir).with_policy(policy);
     request.stdin = Stdin::Inherit;
@@ -49,6 +57,10 @@ async fn run_once(
     // session is dropped, on every way out of this function.
     let session = (!args.json).then(terminal::Session::start).flatten();
     request.terminal = session.as_ref().map(|s| s.terminal().clone());
+    #[cfg(target_os = "linux")]
+    if let Some(d) = desk {
+        d.set(session.as_ref().and_then(terminal::Session::prompt));
+    }
     let mut interrupts = Interrupts::catch(session.is_none());
     let run = exec.run(exec.resolve(request));
     let result = match tokio::select! {
@@ -67,7 +79,14 @@ async fn run_once(
     // what a runner leaves none of, danger-full-access and an unsupervised
     // run leave to us as their orphans.
     tree::kill_descendants();
-    // Ours again before anything of ours is printed.
+    // Ours again before anything of ours is printed; a late question is
+    // asked on /dev/tty (the run is over: none is wanted any more).
+    #[cfg(target_os = "linux")]
+    if let Some(d) = desk {
+        d.set(None);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = desk;
     drop(session);
     // A deny-read path beneath a writable root: whether this run enforced
     // it, once per run, in every output mode (JSON carries it too).
@@ -138,17 +157,69 @@ fn report_denial(r: &ShellResult) {
 
 /// What `--ask` offers after a denial: the next wider file mode for a
 /// refused file effect, `allow` for a refused connection, or both.
+/// A refused connection whose every host the user refused while the
+/// command ran is not offered again.
 fn retry_offer(
     r: &ShellResult,
     file_to: Option<SandboxMode>,
     network: NetworkMode,
+    refused_by_user: &[String],
 ) -> (Option<SandboxMode>, Option<NetworkMode>) {
     let Some(f) = &r.sandbox else {
         return (None, None);
     };
     let file = file_to.filter(|_| f.file_denied);
-    let net = (f.network_denied && network < NetworkMode::Allow).then_some(NetworkMode::Allow);
+    let answered = !f.network_denied_hosts.is_empty()
+        && f.network_denied_hosts
+            .iter()
+            .all(|h| refused_by_user.contains(h));
+    let net = (f.network_denied && !answered && network < NetworkMode::Allow)
+        .then_some(NetworkMode::Allow);
     (file, net)
+}
+
+/// What `--ask` at a terminal asks while a run waits: hosts not on the
+/// list, on the caller's terminal, for this invocation's runs (the retry
+/// too). The grants are this invocation's: nothing outlives it.
+#[cfg(target_os = "linux")]
+fn ask_while_running(
+    sandbox: &Sandbox,
+    args: &ExecArgs,
+) -> Option<(crate::ask::hosts::Desk, Arc<stockade_local::HostGrants>)> {
+    use std::io::IsTerminal;
+    if !args.ask || !std::io::stdin().is_terminal() {
+        return None;
+    }
+    let desk = crate::ask::hosts::Desk::default();
+    let asker = crate::ask::hosts::Asker::start(desk.clone())?;
+    let grants = Arc::new(stockade_local::HostGrants::new());
+    let approval = stockade_local::HostApproval::new(Arc::new(asker), Arc::clone(&grants))
+        .with_timeout(sandbox.ask_timeout);
+    sandbox.provider.set_host_approval(None, Some(approval));
+    Some((desk, grants))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ask_while_running(
+    _: &Sandbox,
+    _: &ExecArgs,
+) -> Option<(std::convert::Infallible, std::convert::Infallible)> {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn refused_by_user(
+    asking: &Option<(crate::ask::hosts::Desk, Arc<stockade_local::HostGrants>)>,
+) -> Vec<String> {
+    asking
+        .as_ref()
+        .map(|(_, g)| g.refused())
+        .unwrap_or_default()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn refused_by_user<T>(_: &Option<T>) -> Vec<String> {
+    Vec::new()
 }
 
 fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<()> {
@@ -178,7 +249,9 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let escalate_to = *escalate_to;
     let mode = policy.default_mode();
     let network = policy.effective_network(None);
-    let first = match run_once(exec, &args, workdir, policy.resolve(None, None)).await {
+    let asking = ask_while_running(&sandbox, &args);
+    let desk = asking.as_ref().map(|(d, _)| d.clone());
+    let first = match run_once(exec, &args, workdir, policy.resolve(None, None), &desk).await {
         Outcome::Finished(r) => r,
         Outcome::Unavailable(code) => {
             // The cached auto verdict may be stale; the next run re-probes.
@@ -199,7 +272,7 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         report_denial(&first);
     }
     let (file_to, net_to) = match args.ask {
-        true => retry_offer(&first, escalate_to, network),
+        true => retry_offer(&first, escalate_to, network, &refused_by_user(&asking)),
         false => (None, None),
     };
     // The retry is asked through the agent's approval seam, the user at
@@ -224,7 +297,7 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // (danger-full-access always means allow).
     let to = file_to.unwrap_or(mode);
     let wider = policy.resolve_with_network(None, Some(to), net_to);
-    let retry = match run_once(exec, &args, workdir, wider).await {
+    let retry = match run_once(exec, &args, workdir, wider, &desk).await {
         Outcome::Finished(r) => r,
         Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),
     };

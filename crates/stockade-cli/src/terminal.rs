@@ -13,17 +13,27 @@
 //! start failure, and SIGTERM or SIGHUP to us (the run is dropped and so is
 //! the session; see `interrupted`). Only a SIGKILL of stockade itself
 //! leaves the terminal raw (`stty sane` or `reset` restores it).
+//!
+//! A question asked while the command runs (`--ask`: a host not on the
+//! list, its connection held) goes through a [`Prompt`] of the session: the
+//! command's output is suspended at its own terminal (`tcflow(TCOOFF)` on
+//! the slave: the command blocks in its next write, nothing is lost), the
+//! question is written to ours, and the next keystroke is ours, not the
+//! command's; then both flow again.
 
 #[cfg(target_os = "linux")]
-pub(crate) use imp::Session;
+pub(crate) use imp::{Prompt, Session};
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) use other::Session;
 
 #[cfg(target_os = "linux")]
 mod imp {
-    use std::io::{PipeReader, PipeWriter};
+    use std::io::{PipeReader, PipeWriter, Write};
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::Duration;
 
     use rustix::event::{PollFd, PollFlags, poll};
     use rustix::io::Errno;
@@ -38,6 +48,92 @@ mod imp {
         stop: Option<PipeWriter>,
         keys: Option<std::thread::JoinHandle<()>>,
         resize: Option<tokio::task::JoinHandle<()>>,
+        /// Where keystrokes go instead of the command while a question waits.
+        divert: Divert,
+    }
+
+    type Divert = Arc<Mutex<Option<Sender<Vec<u8>>>>>;
+
+    /// Asks one question at a time on the caller's terminal while the
+    /// command runs on its own (see the module docs).
+    #[derive(Clone)]
+    pub(crate) struct Prompt {
+        master: Arc<OwnedFd>,
+        divert: Divert,
+    }
+
+    /// How often a waiting question checks whether it is still wanted.
+    const RECHECK: Duration = Duration::from_millis(200);
+
+    impl Prompt {
+        /// Shows `question` (one line, no newline) and returns the first
+        /// key typed, or `None` once `wanted` says no one waits any more
+        /// (the command ended, the question timed out) or the keystroke
+        /// copier is gone.
+        pub(crate) fn ask(&self, question: &str, wanted: &dyn Fn() -> bool) -> Option<u8> {
+            // The slave, opened through our master (never by a path): its
+            // output suspended, the command waits in its next write.
+            let slave = rustix::pty::ioctl_tiocgptpeer(
+                &*self.master,
+                rustix::pty::OpenptFlags::RDWR
+                    | rustix::pty::OpenptFlags::NOCTTY
+                    | rustix::pty::OpenptFlags::CLOEXEC,
+            )
+            .ok();
+            if let Some(s) = &slave {
+                let _ = rustix::termios::tcflow(s, rustix::termios::Action::OOff);
+                self.drained();
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            *self.divert.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
+            let mut err = std::io::stderr().lock();
+            // Raw mode: a line ends with CR LF, and ours starts on its own.
+            let _ = write!(err, "\r\n{question} ");
+            let _ = err.flush();
+            let key = first_key(&rx, wanted);
+            *self.divert.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            let _ = write!(err, "\r\n");
+            let _ = err.flush();
+            drop(err);
+            if let Some(s) = &slave {
+                let _ = rustix::termios::tcflow(s, rustix::termios::Action::OOn);
+            }
+            key
+        }
+
+        /// Gives the executor a moment to copy out what the command wrote
+        /// before its output was suspended, so the question follows it
+        /// rather than landing in its middle. Bounded: cosmetic only.
+        fn drained(&self) {
+            let pause = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 20_000_000,
+            };
+            for _ in 0..25 {
+                let mut fds = [PollFd::new(&*self.master, PollFlags::IN)];
+                match poll(&mut fds, Some(&pause)) {
+                    Ok(0) => return,
+                    Ok(_) if fds[0].revents().contains(PollFlags::IN) => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => return,
+                }
+            }
+        }
+    }
+
+    fn first_key(rx: &Receiver<Vec<u8>>, wanted: &dyn Fn() -> bool) -> Option<u8> {
+        loop {
+            match rx.recv_timeout(RECHECK) {
+                Ok(bytes) => {
+                    if let Some(&b) = bytes.first() {
+                        return Some(b);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) if wanted() => {}
+                Err(_) => return None,
+            }
+        }
     }
 
     /// Whether our process group is `tty`'s foreground group. Our group
@@ -86,6 +182,7 @@ mod imp {
             copy_size(&terminal);
             let (stop_rx, stop) = std::io::pipe().ok()?;
             let master = terminal.master().try_clone_to_owned().ok()?;
+            let divert: Divert = Arc::default();
             let mut raw = saved.clone();
             raw.make_raw();
             tcsetattr(&stdin, OptionalActions::Now, &raw).ok()?;
@@ -96,10 +193,11 @@ mod imp {
                 stop: Some(stop),
                 keys: None,
                 resize: None,
+                divert: Arc::clone(&divert),
             };
             session.keys = std::thread::Builder::new()
                 .name("keystrokes".into())
-                .spawn(move || copy_keys(&master, &stop_rx))
+                .spawn(move || copy_keys(&master, &stop_rx, &divert))
                 .ok();
             session.keys.as_ref()?;
             let watched = session.terminal.clone();
@@ -117,6 +215,15 @@ mod imp {
 
         pub(crate) fn terminal(&self) -> &Terminal {
             &self.terminal
+        }
+
+        /// Asks on this session's terminal (see [`Prompt`]); `None` when
+        /// its master cannot be shared.
+        pub(crate) fn prompt(&self) -> Option<Prompt> {
+            Some(Prompt {
+                master: Arc::new(self.terminal.master().try_clone_to_owned().ok()?),
+                divert: Arc::clone(&self.divert),
+            })
         }
     }
 
@@ -144,8 +251,9 @@ mod imp {
     /// Copies what the caller types to the command's terminal until `stop`
     /// hangs up, stdin ends, or either side fails. Polls rather than
     /// blocking in read, so the copier ends with the run instead of holding
-    /// the next keystroke (and the runtime's shutdown) hostage.
-    fn copy_keys(master: &OwnedFd, stop: &PipeReader) {
+    /// the next keystroke (and the runtime's shutdown) hostage. While a
+    /// question waits, what is typed goes to it instead (`divert`).
+    fn copy_keys(master: &OwnedFd, stop: &PipeReader, divert: &Divert) {
         let stdin = std::io::stdin();
         let mut buf = [0u8; 4096];
         loop {
@@ -166,6 +274,14 @@ mod imp {
             match rustix::io::read(&stdin, &mut buf) {
                 Ok(0) => return,
                 Ok(n) => {
+                    let asking = divert
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
+                    if let Some(to) = asking {
+                        let _ = to.send(buf[..n].to_vec());
+                        continue;
+                    }
                     if !write_all(master.as_fd(), &buf[..n], stop) {
                         return;
                     }

@@ -32,7 +32,10 @@ pub use mode::{
     DEFAULT_MODE, MODE_PRECEDENCE, ModeLayers, ModeSource, env_mode, env_mode_from, session_mode,
 };
 pub use overrides::Overrides;
-pub use sandbox::{InvocationError, Sandbox, local_settings, policy_service, provider, sandbox};
+pub use sandbox::{
+    ASK_TIMEOUT, InvocationError, Sandbox, ask_timeout, local_settings, policy_service, provider,
+    sandbox,
+};
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,
     ENV_MODE, FsSection, Implementation, PolicySection, PresetsSection, SandboxSection,

@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use stockade_core::{NetworkMode, SandboxMode};
 use stockade_local::BackendPreference;
@@ -35,6 +36,9 @@ pub struct Overrides {
     pub ask: bool,
     /// `--escalate-to`.
     pub escalate_to: Option<SandboxMode>,
+    /// `--ask-timeout`: how long a question asked while the command runs
+    /// (a host not on the list) waits for an answer before refusing.
+    pub ask_timeout: Option<Duration>,
     /// `--writable`.
     pub writable: Vec<OsString>,
     /// `--deny-read`.

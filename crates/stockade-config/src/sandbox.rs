@@ -99,7 +99,15 @@ pub struct Sandbox {
     /// The file mode `--ask` offers after a file denial (`None` without
     /// `--ask`, or when nothing is wider).
     pub escalate_to: Option<SandboxMode>,
+    /// How long a question asked while a run waits (a host not on the
+    /// list, under `--ask`) is held for an answer: `--ask-timeout`, else
+    /// the config's `approval.timeout_ms`, else [`ASK_TIMEOUT`].
+    pub ask_timeout: Duration,
 }
+
+/// How long a question asked while a command runs waits for an answer
+/// unless the invocation or the config says otherwise.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Sandbox {
     /// The invocation's one approved wider retry of `command`, under
@@ -244,6 +252,7 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
         config,
     ));
     let executor = SandboxedExecutor::new(provider.clone(), policy.resolve(None, None));
+    let ask_timeout = ask_timeout(overrides, config);
     Ok(Sandbox {
         provider,
         policy,
@@ -251,7 +260,22 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
         workspace,
         workdir,
         escalate_to,
+        ask_timeout,
     })
+}
+
+/// `--ask-timeout`, else `[approval] timeout_ms` (validated non-zero at
+/// load), else [`ASK_TIMEOUT`].
+pub fn ask_timeout(overrides: &Overrides, config: Option<&Config>) -> Duration {
+    overrides
+        .ask_timeout
+        .or_else(|| {
+            config
+                .and_then(|c| c.approval.as_ref())
+                .and_then(|a| a.timeout_ms)
+                .map(Duration::from_millis)
+        })
+        .unwrap_or(ASK_TIMEOUT)
 }
 
 /// The policy service both front ends resolve every call through, for

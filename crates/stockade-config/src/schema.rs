@@ -202,6 +202,9 @@ pub struct FsSection {
 pub struct ApprovalSection {
     #[serde(default = "default_approval")]
     pub policy: ApprovalPolicy,
+    /// How long a question asked while a command runs (a host not on the
+    /// list) waits for an answer before it is refused; default 60 s.
+    pub timeout_ms: Option<u64>,
 }
 
 fn default_approval() -> ApprovalPolicy {
@@ -409,6 +412,12 @@ impl Config {
                         .into(),
                 ));
             }
+        }
+        if self.approval.as_ref().and_then(|a| a.timeout_ms) == Some(0) {
+            return Err(invalid(
+                "approval.timeout_ms",
+                "must be greater than zero".into(),
+            ));
         }
         if self.bash.timeout_ms == Some(0) {
             return Err(invalid(

@@ -213,6 +213,10 @@ mod parse {
             ),
             ("max_steps = 0", "[sandbox]\n[agent]\nmax_steps = 0\n"),
             (
+                "approval timeout_ms = 0",
+                "[sandbox]\n[approval]\ntimeout_ms = 0\n",
+            ),
+            (
                 "an unknown hook event",
                 "[sandbox]\n[[hooks]]\nevent = \"pre_commit\"\ncommand = \"true\"\n",
             ),
