@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-pub(crate) const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] [--ctty] -- ARGV...";
+pub(crate) const USAGE: &str = "usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--ask-fd N [--ask-timeout SECS] [--ask-max N]] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] [--ctty] -- ARGV...";
 pub(crate) enum Grant {
     Path(PathBuf),
     /// A directory or file the caller resolved once and passed open: the
@@ -53,6 +53,13 @@ pub(crate) struct Opts {
     /// Landlock's TCP rights could judge it; chosen automatically below
     /// ABI 4. For tests on newer kernels.
     pub(crate) connect_supervised: bool,
+    /// `--ask-fd N` (run mode, supervised): the approval channel, a
+    /// connected Unix stream socket (see `supervise::ask`).
+    pub(crate) ask_fd: Option<RawFd>,
+    /// `--ask-timeout SECS`: how long a question waits for its answer.
+    pub(crate) ask_timeout: Option<u64>,
+    /// `--ask-max N`: questions per run, at most.
+    pub(crate) ask_max: Option<u32>,
 }
 
 /// What the command may reach over the network.
@@ -93,7 +100,7 @@ pub(crate) enum Cmd {
 pub(crate) const RUN_MODE: &str = "--net-bridge is for --close-fds mode only";
 
 /// Every option that takes a value, in every mode.
-pub(crate) const VALUED: [&[u8]; 13] = [
+pub(crate) const VALUED: [&[u8]; 16] = [
     b"--ro",
     b"--rw",
     b"--ro-fd",
@@ -107,6 +114,9 @@ pub(crate) const VALUED: [&[u8]; 13] = [
     b"--net-port",
     b"--net-bridge",
     b"--allow-listen",
+    b"--ask-fd",
+    b"--ask-timeout",
+    b"--ask-max",
 ];
 
 /// Arguments stay `OsString` end to end: a lossy conversion would silently
@@ -227,6 +237,19 @@ pub(crate) fn options(
                 opts.net = Net::Port(port_number(value)?);
             }
             b"--allow-listen" => opts.listen.push(port_number(value)?),
+            b"--ask-timeout" | b"--ask-max" => {
+                let n = std::str::from_utf8(value.as_bytes())
+                    .ok()
+                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|s| s.parse::<u32>().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{shown} needs a number from 1, not {value:?}"))?;
+                if name == b"--ask-max" {
+                    opts.ask_max = Some(n);
+                } else {
+                    opts.ask_timeout = Some(u64::from(n));
+                }
+            }
             b"--net-bridge" => {
                 let bytes = value.as_bytes();
                 let colon = bytes.iter().position(|b| *b == b':');
@@ -281,6 +304,10 @@ pub(crate) fn options(
                         return Err("--status-fd is given twice".into());
                     }
                     b"--status-fd" => opts.status_fd = Some(n),
+                    b"--ask-fd" if opts.ask_fd.is_some() => {
+                        return Err("--ask-fd is given twice".into());
+                    }
+                    b"--ask-fd" => opts.ask_fd = Some(n),
                     b"--protect-fd" => opts.protect.push(Grant::Fd(n)),
                     _ => opts.grants.push((Grant::Fd(n), name == b"--rw-fd")),
                 }

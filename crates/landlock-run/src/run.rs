@@ -48,6 +48,10 @@ pub(crate) fn run(opts: &Opts, argv: &[OsString]) -> ! {
             fd_grants.push((fd, *write, n));
         }
     }
+    if opts.ask_fd.is_none() && (opts.ask_timeout.is_some() || opts.ask_max.is_some()) {
+        usage("--ask-timeout and --ask-max need --ask-fd");
+    }
+    let ask = opts.ask_fd.map(take_ask_fd);
     let mut protect = Vec::new();
     for p in &opts.protect {
         if let Grant::Fd(n) = *p {
@@ -121,6 +125,11 @@ pub(crate) fn run(opts: &Opts, argv: &[OsString]) -> ! {
     plan.net = opts.net;
     net_plan(&mut plan, opts);
     if opts.no_supervise {
+        if ask.is_some() {
+            usage(
+                "--ask-fd needs the supervisor (only what it performs can be asked about); it cannot be combined with --no-supervise",
+            );
+        }
         if !protect.is_empty() {
             usage("--protect needs the supervisor; it cannot be combined with --no-supervise");
         }
@@ -139,6 +148,14 @@ pub(crate) fn run(opts: &Opts, argv: &[OsString]) -> ! {
         .deny_read(&denied.objects)
         .unwrap_or_else(|why| fail(why));
     fence.allow_listen(&plan.listen);
+    let asker = ask.map(|channel| {
+        fence.ask();
+        crate::supervise::Asker::new(
+            channel,
+            opts.ask_max.unwrap_or(ASK_MAX),
+            std::time::Duration::from_secs(opts.ask_timeout.unwrap_or(ASK_TIMEOUT_SECS)),
+        )
+    });
     if opts.ctty {
         fence.own_terminal(
             rustix::io::fcntl_dupfd_cloexec(std::io::stdin(), 3)
@@ -160,6 +177,7 @@ pub(crate) fn run(opts: &Opts, argv: &[OsString]) -> ! {
     let (env, argv, ctty) = (opts.env.clone(), argv.to_vec(), opts.ctty);
     crate::supervise::run(
         fence,
+        asker,
         crate::supervise::Launcher {
             confine: Box::new(move || {
                 if confine(&plan, rules, sockets, true, ctty) < ABI::V3 {
@@ -172,6 +190,26 @@ pub(crate) fn run(opts: &Opts, argv: &[OsString]) -> ! {
             release_status,
         },
     )
+}
+
+/// Questions per run when `--ask-max` is not given.
+const ASK_MAX: u32 = 8;
+/// Seconds a question waits when `--ask-timeout` is not given.
+const ASK_TIMEOUT_SECS: u64 = 60;
+
+/// The approval channel: a connected Unix stream socket the caller keeps
+/// the other end of (it never reaches the command: close-on-exec here,
+/// and held only by the supervisor).
+fn take_ask_fd(n: std::os::fd::RawFd) -> std::os::unix::net::UnixStream {
+    let fd = take_inherited_fd("--ask-fd", n).unwrap_or_else(|why| usage(why));
+    let stream = rustix::net::sockopt::socket_type(&fd) == Ok(rustix::net::SocketType::STREAM)
+        && rustix::net::sockopt::socket_domain(&fd) == Ok(rustix::net::AddressFamily::UNIX);
+    if !stream {
+        usage(format_args!(
+            "--ask-fd {n}: descriptor {n} is not a Unix stream socket"
+        ));
+    }
+    std::os::unix::net::UnixStream::from(fd)
 }
 
 /// The network half of a run's plan: who governs listen and connect.

@@ -478,7 +478,7 @@ fn grammar_failures_exit_125_with_one_line() {
     failure_case(&with_touch(&["--close-fds"]));
     failure_case(&["--close-fds", "--"]);
     let out = failure_case(&[]);
-    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] [--ctty] -- ARGV...";
+    let usage = "landlock-run: usage: landlock-run [--ro PATH | --rw PATH | --ro-fd N | --rw-fd N | --protect PATH | --protect-fd N | --allow-socket PATH | --setenv NAME=VALUE | --deny-read PATH | --net-port P | --allow-listen P]... [--status-fd N] [--ask-fd N [--ask-timeout SECS] [--ask-max N]] [--no-supervise] [--net-deny] [--net-connect-supervised] [--die-with-parent] [--ctty] -- ARGV...";
     assert!(
         text(&out.stderr).starts_with(usage),
         "{}",

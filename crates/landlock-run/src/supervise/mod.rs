@@ -25,9 +25,12 @@
 //! The system calls that need `unsafe` are in `crate::sys`.
 #![forbid(unsafe_code)]
 
+mod ask;
 mod fence;
 mod filter;
 mod notify;
+
+pub use ask::Asker;
 
 use std::fmt::Display;
 use std::io::{Read, Write};
@@ -81,7 +84,7 @@ fn proc_is_ours() -> bool {
 }
 
 /// Runs the command under supervision; never returns.
-pub fn run(fence: Fence, launcher: Launcher) -> ! {
+pub fn run(fence: Fence, asker: Option<Asker>, launcher: Launcher) -> ! {
     let fail = launcher.fail;
     // Every decision reads the command's threads through /proc/<tid>, with
     // the tid as our namespace numbers it. A /proc of another pid namespace
@@ -151,12 +154,13 @@ pub fn run(fence: Fence, launcher: Launcher) -> ! {
     // Modes are masked with the child's own umask, read per call.
     rustix::process::umask(rustix::fs::Mode::empty());
     let fence = Arc::new(fence);
+    let asker = asker.map(Arc::new);
     let listener = Arc::new(Listener::new(listener));
     for _ in 0..WORKERS {
-        let (fence, listener) = (fence.clone(), listener.clone());
+        let (fence, listener, asker) = (fence.clone(), listener.clone(), asker.clone());
         let spawned = std::thread::Builder::new()
             .name("supervisor".into())
-            .spawn(move || serve(&fence, &listener, child));
+            .spawn(move || serve(&fence, asker.as_deref(), &listener, child));
         if let Err(e) = spawned {
             let _ = rustix::process::kill_process(child, Signal::KILL);
             fail(format_args!("cannot start the supervisor: {e}"));
@@ -230,7 +234,7 @@ fn install() -> Result<OwnedFd, String> {
 
 /// One worker: receive, decode, check the thread is still waiting, perform,
 /// answer. A broken listener fails closed: the command is killed.
-fn serve(fence: &Fence, listener: &Listener, child: Pid) {
+fn serve(fence: &Fence, asker: Option<&Asker>, listener: &Listener, child: Pid) {
     loop {
         let req = match listener.recv() {
             Ok(Some(req)) => req,
@@ -251,7 +255,10 @@ fn serve(fence: &Fence, listener: &Listener, child: Pid) {
             Err(e) => Outcome::Err(e),
             Ok(Decoded::Observed { exec }) => fence.observe(req.tid, exec),
             Ok(_) if !listener.valid(req.id) => continue,
-            Ok(Decoded::Call(call)) => fence.perform(who, &call),
+            Ok(Decoded::Call(call)) => match asker {
+                None => fence.perform(who, &call),
+                Some(asker) => perform_asking(fence, asker, who, &call),
+            },
             Ok(Decoded::Ioctl { fd, cmd, mut arg }) => match fence.ioctl_file(who, fd) {
                 Ok(file) => notify::ioctl_set(&file, cmd, &mut arg),
                 Err(e) => Outcome::Err(e),
@@ -259,6 +266,26 @@ fn serve(fence: &Fence, listener: &Listener, child: Pid) {
         };
         listener.respond(req.id, outcome);
     }
+}
+
+/// `Fence::perform`, and when it refused only because the place lies
+/// outside every writable root, the question (the thread waits), then the
+/// same call again once a grant covers it. Without a grant: the first
+/// refusal, unchanged.
+fn perform_asking(fence: &Fence, asker: &Asker, who: Child, call: &fence::Call) -> Outcome {
+    let _ = fence::take_outside();
+    let first = fence.perform(who, call);
+    let outside = fence::take_outside();
+    let (Outcome::Err(rustix::io::Errno::ACCESS), Some(q)) = (&first, outside) else {
+        return first;
+    };
+    if !asker.ask(fence, ask::kind(call), q) {
+        return first;
+    }
+    let again = fence.perform(who, call);
+    // Refused again (a name swapped meanwhile): that refusal stands, unasked.
+    let _ = fence::take_outside();
+    again
 }
 
 /// The signals the main thread waits for; blocked in every thread (workers

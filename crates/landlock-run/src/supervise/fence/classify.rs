@@ -63,7 +63,7 @@ impl Fence {
             if self.protected.contains(&here) {
                 return Ok(Some(Class::Protected));
             }
-            if self.dirs.contains(&here) {
+            if self.dirs.contains(&here) || self.is_granted_dir(&here) {
                 return Ok(Some(Class::Inside));
             }
             let from = up.as_ref().map_or(dir, |fd| fd.as_fd());
@@ -129,15 +129,19 @@ impl Fence {
         self.pinned.contains(&id(&obj.st))
     }
 
+    /// `name`: the object's name in `parent`, when the call named it
+    /// (what a question about an outside object asks about, see `grant`).
     pub(super) fn require(
         &self,
         obj: &Obj,
         parent: Option<BorrowedFd<'_>>,
+        name: Option<&CStr>,
         data: bool,
     ) -> Result<(), Errno> {
         match self.class_obj(obj, parent, data)? {
             Class::Inside => Ok(()),
-            Class::Protected | Class::Outside | Class::Denied => Err(Errno::ACCESS),
+            Class::Outside => self.outside(parent, name, Some(obj)),
+            Class::Protected | Class::Denied => Err(Errno::ACCESS),
         }
     }
 
@@ -145,7 +149,18 @@ impl Fence {
     pub(super) fn require_dir(&self, dir: BorrowedFd<'_>) -> Result<(), Errno> {
         match self.class_dir(dir)? {
             Class::Inside => Ok(()),
-            Class::Protected | Class::Outside | Class::Denied => Err(Errno::ACCESS),
+            Class::Outside => self.outside(Some(dir), None, None),
+            Class::Protected | Class::Denied => Err(Errno::ACCESS),
+        }
+    }
+
+    /// `require_dir` for the entry `name` in `dir`: outside, the one
+    /// name may be granted (see `grant`).
+    pub(super) fn require_entry(&self, dir: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
+        match self.class_dir(dir)? {
+            Class::Inside => Ok(()),
+            Class::Outside => self.outside(Some(dir), Some(name), None),
+            Class::Protected | Class::Denied => Err(Errno::ACCESS),
         }
     }
 }

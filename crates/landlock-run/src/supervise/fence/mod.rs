@@ -18,8 +18,11 @@
 
 mod cache;
 mod classify;
+mod grant;
 mod perform;
 mod resolve;
+
+pub use grant::{Answer, Outside, take_outside};
 
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
@@ -231,6 +234,10 @@ pub struct Fence {
     /// Directory classes, working directories and umasks kept between
     /// calls (see `cache`).
     cache: cache::Caches,
+    /// `--ask-fd`: an outside-only refusal may be asked about, and what
+    /// the answers granted (see `grant`).
+    asking: bool,
+    granted: std::sync::RwLock<grant::Granted>,
 }
 
 /// What a governed connect(2) may reach.
@@ -383,6 +390,12 @@ impl Fence {
     /// Where a governed connect may go.
     pub fn allow_connect(&mut self, rules: ConnectRules) {
         self.connect = rules;
+    }
+
+    /// `--ask-fd`: refusals made only because a place is outside every
+    /// writable root are recorded for a question (see `grant`).
+    pub fn ask(&mut self) {
+        self.asking = true;
     }
 
     /// `--ctty`: `terminal` is the command's controlling terminal. A

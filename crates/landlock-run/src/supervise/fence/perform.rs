@@ -242,7 +242,7 @@ impl Fence {
     /// ioctl, when it lies inside and is not protected.
     pub fn ioctl_file(&self, child: Child, fd: i32) -> Result<OwnedFd, Errno> {
         let obj = Obj::from_fd(child_fd(child, fd)?)?;
-        self.require(&obj, None, false)?;
+        self.require(&obj, None, None, false)?;
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
         fs::open(obj.proc_path(), flags, Mode::empty())
     }
@@ -253,8 +253,8 @@ impl Fence {
         target: &Target,
         op: impl FnOnce(&Obj) -> Result<(), Errno>,
     ) -> Result<(), Errno> {
-        let (obj, parent) = match target {
-            Target::Fd(fd) => (Obj::from_fd(child_fd(child, *fd)?)?, None),
+        let (obj, parent, name) = match target {
+            Target::Fd(fd) => (Obj::from_fd(child_fd(child, *fd)?)?, None, None),
             Target::Path {
                 dirfd,
                 path,
@@ -262,10 +262,15 @@ impl Fence {
             } => {
                 let entry = self.resolve(child, *dirfd, path, *follow)?;
                 let obj = entry.obj.ok_or(Errno::NOENT)?;
-                (obj, entry.parent)
+                (obj, entry.parent, Some(entry.name))
             }
         };
-        self.require(&obj, parent.as_ref().map(|p| p.as_fd()), false)?;
+        self.require(
+            &obj,
+            parent.as_ref().map(|p| p.as_fd()),
+            name.as_deref(),
+            false,
+        )?;
         op(&obj)
     }
 
@@ -297,7 +302,7 @@ impl Fence {
             return Err(if dir { Errno::INVAL } else { Errno::ISDIR });
         };
         let obj = entry.obj.ok_or(Errno::NOENT)?;
-        self.require_dir(parent.as_fd())?;
+        self.require_entry(parent.as_fd(), &entry.name)?;
         if self.protected.contains(&id(&obj.st)) || self.is_pinned(&obj) {
             return Err(Errno::ACCESS);
         }
@@ -321,8 +326,8 @@ impl Fence {
             return Err(Errno::BUSY);
         };
         let obj = from.obj.as_ref().ok_or(Errno::NOENT)?;
-        self.require_dir(from_dir.as_fd())?;
-        self.require_dir(to_dir.as_fd())?;
+        self.require_entry(from_dir.as_fd(), &from.name)?;
+        self.require_entry(to_dir.as_fd(), &to.name)?;
         for o in [Some(obj), to.obj.as_ref()].into_iter().flatten() {
             if self.protected.contains(&id(&o.st)) || self.is_pinned(o) {
                 return Err(Errno::ACCESS);
@@ -359,16 +364,21 @@ impl Fence {
     ) -> Result<(), Errno> {
         let empty = flags & AtFlags::EMPTY_PATH.bits() != 0 && old.is_empty();
         let follow = flags & AtFlags::SYMLINK_FOLLOW.bits() != 0;
-        let (obj, parent) = if empty {
-            (Obj::from_fd(child_fd(child, old_dirfd)?)?, None)
+        let (obj, parent, name) = if empty {
+            (Obj::from_fd(child_fd(child, old_dirfd)?)?, None, None)
         } else {
             let e = self.resolve(child, old_dirfd, old, follow)?;
-            (e.obj.ok_or(Errno::NOENT)?, e.parent)
+            (e.obj.ok_or(Errno::NOENT)?, e.parent, Some(e.name))
         };
         if obj.is_dir() {
             return Err(Errno::PERM);
         }
-        self.require(&obj, parent.as_ref().map(|p| p.as_fd()), false)?;
+        self.require(
+            &obj,
+            parent.as_ref().map(|p| p.as_fd()),
+            name.as_deref(),
+            false,
+        )?;
         let (to_dir, to_name) = self.new_name(child, new_dirfd, new)?;
         // The magic name reaches the inode itself, so no name the child can
         // still change is looked up again.
@@ -384,7 +394,8 @@ impl Fence {
     pub(super) fn truncate(&self, child: Child, path: &[u8], len: u64) -> Result<(), Errno> {
         let entry = self.resolve(child, AT_FDCWD, path, true)?;
         let obj = entry.obj.ok_or(Errno::NOENT)?;
-        self.require(&obj, entry.parent.as_ref().map(|p| p.as_fd()), false)?;
+        let parent = entry.parent.as_ref().map(|p| p.as_fd());
+        self.require(&obj, parent, Some(&entry.name), false)?;
         match kind(&obj.st) {
             FileType::RegularFile => {}
             FileType::Directory => return Err(Errno::ISDIR),
@@ -521,7 +532,8 @@ impl Fence {
                 if let Some(tty) = self.controlling_terminal(&obj) {
                     return fs::open(proc_fd_path(tty), reopen, Mode::empty());
                 }
-                self.require(&obj, entry.parent.as_ref().map(|p| p.as_fd()), true)?;
+                let parent = entry.parent.as_ref().map(|p| p.as_fd());
+                self.require(&obj, parent, Some(&entry.name), true)?;
                 if create {
                     self.may_open_existing_with_create(&obj, entry.parent.as_ref())?;
                 }
@@ -537,7 +549,7 @@ impl Fence {
             let Some(parent) = entry.parent else {
                 return Err(Errno::ISDIR);
             };
-            self.require_dir(parent.as_fd())?;
+            self.require_entry(parent.as_fd(), &entry.name)?;
             // O_EXCL and no symlinks: what is created is a new file in this
             // very directory; a name that appeared meanwhile is looked up again.
             let how = base | OFlags::EXCL;

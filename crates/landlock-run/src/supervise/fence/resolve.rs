@@ -21,7 +21,7 @@ impl Fence {
         if entry.obj.is_some() {
             return Err(Errno::EXIST);
         }
-        self.require_dir(parent.as_fd())?;
+        self.require_entry(parent.as_fd(), &entry.name)?;
         Ok((parent, entry.name))
     }
 
