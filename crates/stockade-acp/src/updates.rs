@@ -363,7 +363,9 @@ pub(crate) fn replay(records: &[Record], cwd: &Path, in_flight: bool) -> Vec<Ses
             | Event::ApprovalDecided { .. }
             | Event::SandboxMode { .. }
             | Event::SandboxNetwork { .. }
-            | Event::ApprovalPolicy { .. } => {}
+            | Event::ApprovalPolicy { .. }
+            | Event::HostAsked { .. }
+            | Event::HostAnswered { .. } => {}
             Event::HookRan(run) => {
                 if run.failed() {
                     out.push(SessionUpdate::ToolCall(hook_call(r.seq, run)));

@@ -291,7 +291,9 @@ impl Agent {
                 | Event::SandboxMode { .. }
                 | Event::SandboxNetwork { .. }
                 | Event::ApprovalPolicy { .. }
-                | Event::HookRan(_) => {}
+                | Event::HookRan(_)
+                | Event::HostAsked { .. }
+                | Event::HostAnswered { .. } => {}
                 Event::UserImage { mime_type, data } => out.push(ChatMessage::UserImage {
                     mime_type: mime_type.clone(),
                     data: data.clone(),

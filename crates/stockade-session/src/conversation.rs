@@ -66,7 +66,9 @@ pub fn conversation(records: &[Record]) -> Vec<Cow<'_, Event>> {
             | Event::SandboxMode { .. }
             | Event::SandboxNetwork { .. }
             | Event::ApprovalPolicy { .. }
-            | Event::HookRan(_) => out.push(Cow::Borrowed(&record.event)),
+            | Event::HookRan(_)
+            | Event::HostAsked { .. }
+            | Event::HostAnswered { .. } => out.push(Cow::Borrowed(&record.event)),
         }
     }
     close(&mut pending, &mut out);

@@ -126,6 +126,35 @@ pub enum Event {
     /// hook only through a `pre_tool` veto's reason.
     #[serde(rename = "hook/ran")]
     HookRan(HookRun),
+    /// A host not on the session's list, asked about while a command's
+    /// connection to it waited (under the running call `call_id`).
+    #[serde(rename = "network/host-asked")]
+    HostAsked {
+        host: String,
+        port: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    /// What became of that question. `allowed-for-session` adds the host
+    /// to the session's list and `refused-for-session` keeps it refused,
+    /// both until the user changes the session's mode or network (see
+    /// [`crate::knobs::host_answers`]).
+    #[serde(rename = "network/host-answered")]
+    HostAnswered { host: String, answer: HostAnswer },
+}
+
+/// The user's answer about one host (see [`Event::HostAnswered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostAnswer {
+    AllowedOnce,
+    AllowedForSession,
+    RefusedOnce,
+    RefusedForSession,
+    /// No answer came while the connection waited (a timeout, the command
+    /// ended, the question was withdrawn or could not be asked): refused
+    /// for that command only.
+    Unanswered,
 }
 
 impl HookRun {
@@ -196,6 +225,8 @@ impl Event {
             Event::ApprovalPolicy { .. } => "approval/policy",
             Event::UserImage { .. } => "user/image",
             Event::HookRan(_) => "hook/ran",
+            Event::HostAsked { .. } => "network/host-asked",
+            Event::HostAnswered { .. } => "network/host-answered",
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 
-use crate::{Event, Record};
+use crate::{Event, HostAnswer, Record};
 
 /// The value of the last `sandbox/mode` event, if any.
 pub fn sandbox_override(records: &[Record]) -> Option<SandboxMode> {
@@ -28,6 +28,41 @@ pub fn approval_override(records: &[Record]) -> Option<ApprovalPolicy> {
         Event::ApprovalPolicy { policy, .. } => Some(policy),
         _ => None,
     })
+}
+
+/// The hosts the user allowed and refused for the session while its
+/// commands waited (`network/host-answered` with a `-for-session`
+/// answer), each in the order answered; a later answer about the same
+/// host replaces an earlier one. A change of the session's mode or network
+/// (a `sandbox/mode` or `sandbox/network` event) forgets every earlier
+/// answer: the user changed something, so each host is asked about again.
+pub fn host_answers(records: &[Record]) -> (Vec<String>, Vec<String>) {
+    let (mut allowed, mut refused) = (Vec::<String>::new(), Vec::<String>::new());
+    for r in records {
+        match &r.event {
+            Event::SandboxMode { .. } | Event::SandboxNetwork { .. } => {
+                allowed.clear();
+                refused.clear();
+            }
+            Event::HostAnswered { host, answer } => {
+                let to = match answer {
+                    HostAnswer::AllowedForSession => &mut allowed,
+                    HostAnswer::RefusedForSession => &mut refused,
+                    _ => continue,
+                };
+                if !to.contains(host) {
+                    to.push(host.clone());
+                }
+                let from = match answer {
+                    HostAnswer::AllowedForSession => &mut refused,
+                    _ => &mut allowed,
+                };
+                from.retain(|h| h != host);
+            }
+            _ => {}
+        }
+    }
+    (allowed, refused)
 }
 
 /// Whether the user already rejected a request for the same effect that
@@ -106,6 +141,50 @@ mod tests {
                 event,
             })
             .collect()
+    }
+
+    #[test]
+    fn host_answers_fold_for_the_session_until_the_mode_or_network_changes() {
+        let answered = |host: &str, answer| Event::HostAnswered {
+            host: host.into(),
+            answer,
+        };
+        let rs = records(vec![
+            answered("a.test", HostAnswer::AllowedForSession),
+            answered("b.test", HostAnswer::RefusedForSession),
+            answered("c.test", HostAnswer::AllowedOnce),
+            answered("d.test", HostAnswer::RefusedOnce),
+            answered("e.test", HostAnswer::Unanswered),
+        ]);
+        assert_eq!(
+            host_answers(&rs),
+            (vec!["a.test".to_owned()], vec!["b.test".to_owned()])
+        );
+        // A later answer about the same host replaces the earlier one.
+        let mut more = rs.clone();
+        more.extend(records(vec![answered(
+            "a.test",
+            HostAnswer::RefusedForSession,
+        )]));
+        assert_eq!(
+            host_answers(&more),
+            (vec![], vec!["b.test".to_owned(), "a.test".to_owned()])
+        );
+        // The user changed the network: every answer is forgotten.
+        for change in [
+            Event::SandboxNetwork {
+                mode: NetworkMode::AllowListed,
+                source: KnobSource::User,
+            },
+            Event::SandboxMode {
+                mode: SandboxMode::ReadOnly,
+                source: KnobSource::User,
+            },
+        ] {
+            let mut changed = rs.clone();
+            changed.extend(records(vec![change]));
+            assert_eq!(host_answers(&changed), (vec![], vec![]));
+        }
     }
 
     #[test]

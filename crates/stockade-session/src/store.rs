@@ -512,6 +512,12 @@ impl Session {
         self.with_records(|r| knobs::rejected_before(r, tool, subject, effect, target, network))
     }
 
+    /// The hosts allowed and refused for the session (see
+    /// [`knobs::host_answers`]).
+    pub fn host_answers(&self) -> (Vec<String>, Vec<String>) {
+        self.with_records(knobs::host_answers)
+    }
+
     /// THE way to change the network mode: the switch is its event.
     pub fn set_network_mode(
         &self,
