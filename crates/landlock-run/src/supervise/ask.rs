@@ -97,6 +97,10 @@ impl Asker {
             return false;
         }
         st.asked += 1;
+        if st.asked >= self.max {
+            // This is the last question: later refusals skip the record.
+            fence.stop_asking();
+        }
         let id = st.next_id;
         st.next_id += 1;
         let answer = match exchange(&mut st.channel, id, kind, &q.path(), self.timeout) {
@@ -104,6 +108,7 @@ impl Asker {
             Err(e) => {
                 if e.kind() != io::ErrorKind::TimedOut {
                     st.closed = true;
+                    fence.stop_asking();
                 }
                 Answer::Refuse
             }

@@ -89,7 +89,10 @@ impl Fence {
     /// Whether the held directory `here` is a granted directory (a walk
     /// from beneath it stops there, as at a writable root).
     pub(super) fn is_granted_dir(&self, here: &Id) -> bool {
-        self.asking && self.granted().dirs.contains_key(here)
+        // Grants only exist where questions were asked: without any, no
+        // lock is taken on a walk.
+        self.any_granted.load(std::sync::atomic::Ordering::Relaxed)
+            && self.granted().dirs.contains_key(here)
     }
 
     /// An outside verdict on `name` in `dir` (and, when it exists, on
@@ -101,7 +104,8 @@ impl Fence {
         name: Option<&CStr>,
         obj: Option<&Obj>,
     ) -> Result<(), Errno> {
-        if !self.asking {
+        let granted = self.any_granted.load(std::sync::atomic::Ordering::Relaxed);
+        if !granted && !self.asking() {
             return Err(Errno::ACCESS);
         }
         let dir_id = match dir {
@@ -118,6 +122,9 @@ impl Fence {
             {
                 return Ok(());
             }
+        }
+        if !self.asking() {
+            return Err(Errno::ACCESS);
         }
         if let (Some(d), Some(dir_id), Some(name)) = (dir, dir_id, name) {
             let held = rustix::io::fcntl_dupfd_cloexec(d, 0)?;
@@ -158,6 +165,10 @@ impl Fence {
     /// Records the answer's grant; later calls are judged with it.
     pub fn grant(&self, q: Outside, answer: Answer) {
         let mut g = self.granted.write().unwrap_or_else(PoisonError::into_inner);
+        if answer != Answer::Refuse {
+            self.any_granted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         match answer {
             Answer::Refuse => {}
             Answer::Path => {

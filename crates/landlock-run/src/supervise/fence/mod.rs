@@ -236,8 +236,12 @@ pub struct Fence {
     cache: cache::Caches,
     /// `--ask-fd`: an outside-only refusal may be asked about, and what
     /// the answers granted (see `grant`).
-    asking: bool,
+    /// Cleared when nothing more will be asked (the bound reached, the
+    /// channel gone): a refusal then costs what it costs without one.
+    asking: std::sync::atomic::AtomicBool,
     granted: std::sync::RwLock<grant::Granted>,
+    /// Whether `granted` holds anything (read without its lock).
+    any_granted: std::sync::atomic::AtomicBool,
 }
 
 /// What a governed connect(2) may reach.
@@ -395,7 +399,17 @@ impl Fence {
     /// `--ask-fd`: refusals made only because a place is outside every
     /// writable root are recorded for a question (see `grant`).
     pub fn ask(&mut self) {
-        self.asking = true;
+        *self.asking.get_mut() = true;
+    }
+
+    /// Nothing more will be asked in this run.
+    pub fn stop_asking(&self) {
+        self.asking
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn asking(&self) -> bool {
+        self.asking.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `--ctty`: `terminal` is the command's controlling terminal. A
