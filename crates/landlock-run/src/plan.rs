@@ -76,7 +76,7 @@ pub(crate) fn abi_number(abi: ABI) -> u32 {
 
 impl Plan {
     /// The `--isolation` lines, exactly.
-    pub(crate) fn facts(&self) -> [String; 6] {
+    pub(crate) fn facts(&self) -> [String; 7] {
         let pick =
             |cases: &[(bool, &'static str)]| cases.iter().find(|c| c.0).map_or("open", |c| c.1);
         [
@@ -94,6 +94,16 @@ impl Plan {
             format!(
                 "protected-paths {}",
                 pick(&[(self.supervised, "supervised")])
+            ),
+            // `--ask-fd`: only what the supervisor performs can be asked
+            // about while the command runs (README, *Asking*).
+            format!(
+                "path-approval {}",
+                if self.supervised {
+                    "supervised"
+                } else {
+                    "none"
+                }
             ),
         ]
     }

@@ -944,7 +944,8 @@ fn isolation(extra: &[&OsStr]) -> BTreeMap<String, String> {
             "abstract-sockets",
             "pathname-sockets",
             "metadata",
-            "protected-paths"
+            "protected-paths",
+            "path-approval"
         ],
         "{stdout:?}"
     );

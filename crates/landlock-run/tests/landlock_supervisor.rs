@@ -942,7 +942,11 @@ fn isolation_reports_the_supervisor() {
         let out = output(as_user(who, BIN).arg("--isolation"));
         assert_eq!(out.status.code(), Some(0), "{who:?}: {}", text(&out.stderr));
         let stdout = text(&out.stdout);
-        for line in ["metadata supervised", "protected-paths supervised"] {
+        for line in [
+            "metadata supervised",
+            "protected-paths supervised",
+            "path-approval supervised",
+        ] {
             assert!(
                 stdout.lines().any(|l| l == line),
                 "{who:?}: no `{line}`: {stdout:?}"
