@@ -12,7 +12,14 @@
 //! answers `cancelled`), and, when presets are composed, the presets as
 //! session modes with `session/set_mode`. An escalation is asked through
 //! `session/request_permission` with the options `allow_once` and
-//! `reject_once`.
+//! `reject_once`. With an `[approval]` section, a host not on the list is
+//! asked about while the command's connection waits (Linux, both
+//! backends): a `session/request_permission` on the running bash call with
+//! `allow_once`, `allow_always` (the session's list), `reject_once` and
+//! `reject_always`, the call showing that it waits; questions and answers
+//! are session-log events, and session-wide answers are restored on
+//! `session/load` (see the `hosts` module). `[approval] timeout_ms` bounds
+//! the wait (default 60 s).
 //!
 //! For the editor: tool calls carry absolute locations, `write` and `edit`
 //! a diff, a running command its output so far; embedded context in a
@@ -63,6 +70,8 @@ mod control;
 mod editor;
 mod error;
 mod frames;
+#[cfg(unix)]
+mod hosts;
 mod live;
 mod mcp;
 mod prompt;
@@ -75,6 +84,8 @@ pub use answerer::{ALLOW_ONCE, REJECT_ONCE};
 pub use compose::{Composition, EditorHooks, Environment, compose};
 pub use error::ServeError;
 pub use frames::MAX_FRAME_BYTES;
+#[cfg(unix)]
+pub use hosts::{ALLOW_ALWAYS, REJECT_ALWAYS};
 pub use server::AcpServer;
 use stockade_config::LoadedConfig;
 use stockade_roots::RootPins;

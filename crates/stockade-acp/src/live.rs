@@ -19,11 +19,33 @@ pub(crate) struct Slot {
     pub(crate) running: Option<Running>,
     /// The session's MCP servers and the agent offering their tools.
     pub(crate) mcp: Option<SessionMcp>,
+    /// Its hosts asked about while a command waits (see `crate::hosts`).
+    #[cfg(unix)]
+    pub(crate) hosts: Option<crate::hosts::SessionHosts>,
 }
 
 pub(crate) struct Running {
     pub(crate) cancel: Cancel,
     pub(crate) cx: ConnectionTo<Client>,
+    /// The prompt's bash calls now running, newest last: a question about
+    /// a host is shown on the call whose command waits for it.
+    #[cfg_attr(
+        not(unix),
+        expect(dead_code, reason = "hosts are asked about on Unix only")
+    )]
+    pub(crate) commands: Commands,
+}
+
+/// A prompt's running bash calls: (call id, title as the editor shows it).
+pub(crate) type Commands = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A running command's call, where a question about it is shown.
+#[cfg(unix)]
+pub(crate) struct RunningCommand {
+    pub cx: ConnectionTo<Client>,
+    pub session: SessionId,
+    pub call_id: String,
+    pub title: String,
 }
 
 /// The sessions of this server, shared with the answerer, which must find
@@ -67,6 +89,29 @@ impl Live {
                 task_call: None,
             }),
         }
+    }
+
+    /// The newest bash call running in `session`'s prompt, where a
+    /// question about its command is shown; `None` without a running
+    /// prompt or command (nobody to ask).
+    #[cfg(unix)]
+    pub(crate) fn running_command(
+        &self,
+        session: &stockade_session::SessionId,
+    ) -> Option<RunningCommand> {
+        let slots = self.lock();
+        let running = slots.get(session.as_str())?.running.as_ref()?;
+        let commands = running
+            .commands
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (call_id, title) = commands.last()?.clone();
+        Some(RunningCommand {
+            cx: running.cx.clone(),
+            session: SessionId::new(session.as_str()),
+            call_id,
+            title,
+        })
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {

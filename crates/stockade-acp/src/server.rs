@@ -223,6 +223,8 @@ impl AcpServer {
         // (the Windows private temp) is released, session by session.
         let ended: Vec<String> = live.lock().keys().cloned().collect();
         for id in &ended {
+            #[cfg(unix)]
+            crate::hosts::unmount(&ending.comp, id);
             ending.comp.end_session(id);
         }
         served?;
@@ -311,7 +313,9 @@ impl AcpServer {
         let mut slots = self.live.lock();
         // A second load of a session already open keeps its running prompt
         // (and its MCP servers: none are started for it).
-        slots.entry(id.clone()).or_insert(Slot {
+        slots.entry(id.clone()).or_insert_with(|| Slot {
+            #[cfg(unix)]
+            hosts: crate::hosts::SessionHosts::mount(&self.comp, &self.live, &session),
             session,
             running: None,
             mcp,
@@ -474,6 +478,19 @@ impl AcpServer {
             "session {}: mode {} selected ({changed} knob(s) changed)",
             req.session_id, req.mode_id
         ));
+        // The user changed something: hosts answered for the session are
+        // asked about again (the fold of the log agrees: the knob events
+        // just recorded end their answers).
+        #[cfg(unix)]
+        if changed > 0
+            && let Some(h) = self
+                .live
+                .lock()
+                .get(&*req.session_id.0)
+                .and_then(|s| s.hosts.as_ref())
+        {
+            h.forget();
+        }
         send(
             cx,
             &req.session_id,
@@ -588,15 +605,17 @@ impl AcpServer {
                 ))),
                 Some(s) => {
                     let cancel = Cancel::default();
+                    let commands = crate::live::Commands::default();
                     s.running = Some(Running {
                         cancel: cancel.clone(),
                         cx: cx.clone(),
+                        commands: commands.clone(),
                     });
-                    Ok((s.session.clone(), cancel))
+                    Ok((s.session.clone(), cancel, commands))
                 }
             }
         };
-        let (session, cancel) = match started {
+        let (session, cancel, commands) = match started {
             Ok(v) => v,
             Err(e) => return responder.respond_with_error(e),
         };
@@ -606,6 +625,7 @@ impl AcpServer {
                 cx,
                 id: id.clone(),
                 cwd: session.header().cwd.clone(),
+                commands,
             };
             // A `$/cancel_request` for the prompt means the same as
             // `session/cancel`: stop, and answer `cancelled`.

@@ -211,6 +211,9 @@ pub(crate) struct Streamer {
     pub id: SessionId,
     /// The session's workspace: relative paths in calls are its.
     pub cwd: PathBuf,
+    /// The bash calls running now (a question about a host is shown on
+    /// the newest).
+    pub commands: crate::live::Commands,
 }
 
 impl Observer for Streamer {
@@ -235,6 +238,12 @@ impl Observer for Streamer {
             } => {
                 let call = tool_call(&id, &name, &arguments, &self.cwd);
                 let escalating = call.raw_input.as_ref().is_some_and(asks_escalation);
+                if name == "bash" {
+                    self.commands
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((id.clone(), call.title.clone()));
+                }
                 send(&self.cx, &self.id, SessionUpdate::ToolCall(call));
                 // An escalating call runs only once allowed; the answerer
                 // marks it in progress then.
@@ -251,17 +260,23 @@ impl Observer for Streamer {
                 &self.id,
                 SessionUpdate::ToolCall(hook_call(seq, &run)),
             ),
-            AgentUpdate::ToolCallFinished { id, output, .. } => send(
-                &self.cx,
-                &self.id,
-                SessionUpdate::ToolCallUpdate(finished(
-                    &id,
-                    &output.content,
-                    output.is_error,
-                    output.diff.as_ref(),
-                    output.shown.as_deref(),
-                )),
-            ),
+            AgentUpdate::ToolCallFinished { id, output, .. } => {
+                self.commands
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .retain(|(c, _)| *c != id);
+                send(
+                    &self.cx,
+                    &self.id,
+                    SessionUpdate::ToolCallUpdate(finished(
+                        &id,
+                        &output.content,
+                        output.is_error,
+                        output.diff.as_ref(),
+                        output.shown.as_deref(),
+                    )),
+                );
+            }
         }
     }
 }

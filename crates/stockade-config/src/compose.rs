@@ -106,6 +106,12 @@ pub struct Composition<M> {
     /// confine through, kept to end sessions on it (`None`: none mounted,
     /// nothing to end).
     pub provider: Option<Arc<dyn SandboxProvider>>,
+    /// The same provider as what it is: the front end mounts each session's
+    /// runtime approval on it (`LocalProvider::set_host_approval`).
+    pub local: Option<Arc<LocalProvider>>,
+    /// How long a question asked while a command waits is held for an
+    /// answer (`[approval] timeout_ms`, else [`crate::ASK_TIMEOUT`]).
+    pub ask_timeout: Duration,
     log: Log,
 }
 
@@ -208,8 +214,10 @@ pub fn agent<M>(
         )
         .map_err(|e| ComposeError::Sandbox { message: e.message })?,
     );
-    let provider: Option<Arc<dyn SandboxProvider>> =
-        provider(config, env)?.map(|p| -> Arc<dyn SandboxProvider> { Arc::new(p) });
+    let local = provider(config, env)?.map(Arc::new);
+    let provider: Option<Arc<dyn SandboxProvider>> = local
+        .clone()
+        .map(|p| -> Arc<dyn SandboxProvider> { p });
     // `[bash] shell`, resolved against this host once: on Windows
     // PowerShell (7 when on PATH), elsewhere bash, unless configured.
     let shell = config.bash.shell_choice().map_err(|e| {
@@ -341,6 +349,8 @@ pub fn agent<M>(
         mcp,
         images: config.model.images,
         provider,
+        local,
+        ask_timeout: crate::sandbox::ask_timeout(&crate::Overrides::default(), Some(config)),
         log,
     })
 }

@@ -39,6 +39,8 @@ pub enum Answer {
     Cancel,
     /// Never answer (the responder is kept, so no error goes back either).
     Hold,
+    /// Select this option id, whatever was asked.
+    Pick(&'static str),
 }
 
 pub struct World {
@@ -62,6 +64,7 @@ pub struct Binary {
     config: PathBuf,
     state: PathBuf,
     who: stockade_testkit::users::Who,
+    envs: Vec<(String, String)>,
 }
 
 impl Binary {
@@ -76,8 +79,15 @@ impl Binary {
             .env("STOCKADE_STATE_DIR", &self.state)
             .env_remove("STOCKADE_CONFIG")
             .env_remove("STOCKADE_MODE")
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .kill_on_drop(true);
         cmd
+    }
+
+    /// The server with `name=value` in its environment.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.envs.push((name.to_owned(), value.to_owned()));
+        self
     }
 }
 
@@ -185,6 +195,7 @@ max_retries = 0
             config: self.write_config(s),
             state: self.state.clone(),
             who: stockade_testkit::users::Who::Me,
+            envs: Vec::new(),
         }
     }
 
@@ -202,6 +213,7 @@ max_retries = 0
             config: config.to_path_buf(),
             state: state.to_path_buf(),
             who: stockade_testkit::users::Who::Me,
+            envs: Vec::new(),
         }
     }
 
@@ -496,6 +508,9 @@ pub async fn client<R>(
                         SelectedPermissionOutcome::new(PermissionOptionId::new("reject_once")),
                     ),
                     Answer::Cancel => RequestPermissionOutcome::Cancelled,
+                    Answer::Pick(id) => RequestPermissionOutcome::Selected(
+                        SelectedPermissionOutcome::new(PermissionOptionId::new(id)),
+                    ),
                     Answer::Hold => {
                         s2.held.lock().unwrap().push(responder);
                         return Ok(());
