@@ -22,8 +22,12 @@ impl Rung for Landlock<'_> {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
-        let run = self.0.prepare(Backend::Landlock, policy)?;
-        let args = profile::landlock_args(&run.prepared.profile, argv);
+        #[allow(unused_mut)] // the channel is Linux's
+        let mut run = self.0.prepare(Backend::Landlock, policy)?;
+        #[allow(unused_mut)]
+        let mut args = profile::landlock_args(&run.prepared.profile, argv);
+        #[cfg(target_os = "linux")]
+        self.mount_path_approval(policy, &mut run, &mut args)?;
         Ok(self.0.finish(
             Backend::Landlock,
             policy,
@@ -31,6 +35,48 @@ impl Rung for Landlock<'_> {
             args,
             profile::LANDLOCK_DENIAL,
         ))
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Landlock<'_> {
+    /// The session's path approval, when the supervisor runs (only what it
+    /// performs can be asked about): the channel's end passed at the next
+    /// free descriptor and `--ask-fd` before every other option.
+    fn mount_path_approval(
+        &self,
+        policy: &SandboxPolicy,
+        run: &mut crate::linux_chain::Run,
+        args: &mut Vec<OsString>,
+    ) -> Result<(), SandboxUnavailable> {
+        let p = self.0.provider;
+        if !p.host_facts().supervised || run.prepared.profile.unsupervised {
+            return Ok(());
+        }
+        let Some(approval) = p.path_approval(policy.session.as_deref()) else {
+            return Ok(());
+        };
+        let child_fd = run
+            .prepared
+            .pass_fds
+            .iter()
+            .map(|f| f.child_fd)
+            .chain(std::iter::once(crate::confine::STATUS_FD))
+            .max()
+            .unwrap_or(crate::confine::STATUS_FD)
+            + 1;
+        let mounted = crate::path_approval::mount(&approval, child_fd).map_err(|e| {
+            SandboxUnavailable::single(
+                Backend::Landlock.as_str(),
+                format!("cannot make the path approval channel: {e}"),
+            )
+        })?;
+        run.prepared.pass_fds.push(stockade_core::PassFd {
+            child_fd,
+            file: std::sync::Arc::new(mounted.launcher_end),
+        });
+        args.splice(0..0, mounted.args);
+        Ok(())
     }
 }
 
@@ -128,8 +174,16 @@ pub(crate) fn protections(facts: &HostFacts, abi: u8) -> Vec<Protection> {
             "git",
             ".git/hooks, .git/config, config.worktree, commondir and a worktree's .git file read-only and .git pinned, by the supervisor",
         ));
+        out.push(p(
+            "path-approval",
+            "a session's path approval (set_path_approval) is asked, while the command waits, about a place outside the writable roots the supervisor refused (opens for writing, mkdir, mknod, symlink, unlink, rename, link, truncate, metadata by name); anything else outside still needs a rerun",
+        ));
     } else {
         out.push(p("metadata", "not governed (gap metadata)"));
+        out.push(p(
+            "path-approval",
+            "none: without the supervisor a path outside the roots cannot be approved while the command runs (a rerun with a wider grant)",
+        ));
         out.push(p("git", "not governed (gap protected-paths)"));
     }
     out

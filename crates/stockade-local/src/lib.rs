@@ -42,6 +42,15 @@ pub use stockade_proxy::{
 #[cfg(unix)]
 mod landlock;
 #[cfg(target_os = "linux")]
+mod path_approval;
+/// The approval seam for paths under supervised Landlock, for
+/// [`LocalProvider::set_path_approval`].
+#[cfg(target_os = "linux")]
+pub use path_approval::{
+    DEFAULT_MAX_PATH_QUESTIONS, DEFAULT_PATH_TIMEOUT, PathAnswer, PathApproval, PathApprover,
+    PathOp, PathQuestion, PathReply,
+};
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(unix)]
 mod linux_chain;
@@ -217,6 +226,9 @@ pub struct LocalProvider {
     /// The allow-listed proxies of this provider's runs.
     #[cfg(unix)]
     proxies: network::Proxies,
+    /// Who is asked about paths outside the roots, per session.
+    #[cfg(target_os = "linux")]
+    path_approvals: path_approval::PathApprovals,
 }
 
 impl fmt::Debug for LocalProvider {
@@ -253,6 +265,8 @@ impl LocalProvider {
             host_facts: OnceLock::new(),
             #[cfg(unix)]
             proxies: network::Proxies::default(),
+            #[cfg(target_os = "linux")]
+            path_approvals: path_approval::PathApprovals::default(),
         })
     }
 
@@ -296,6 +310,21 @@ impl LocalProvider {
     #[cfg(unix)]
     pub fn set_host_approval(&self, session: Option<&str>, approval: Option<HostApproval>) {
         self.proxies.set_approval(session, approval);
+    }
+
+    /// The later runs of `session` confined by supervised Landlock ask
+    /// `approval` about a place outside every writable root their
+    /// supervisor refused, while the command waits; `None` goes back to
+    /// refusing. Only supervised Landlock can ask (bwrap, unsupervised
+    /// Landlock and Seatbelt have no channel: a rerun with a wider grant).
+    #[cfg(target_os = "linux")]
+    pub fn set_path_approval(&self, session: Option<&str>, approval: Option<PathApproval>) {
+        self.path_approvals.set(session, approval);
+    }
+
+    #[cfg(target_os = "linux")]
+    pub(crate) fn path_approval(&self, session: Option<&str>) -> Option<PathApproval> {
+        self.path_approvals.get(session)
     }
 
     /// The backend this provider confines with, selecting it on first use.
@@ -649,6 +678,8 @@ impl SandboxProvider for LocalProvider {
     fn end_session(&self, session: &str) -> Result<(), stockade_core::SessionEndError> {
         #[cfg(unix)]
         self.proxies.set_approval(Some(session), None);
+        #[cfg(target_os = "linux")]
+        self.path_approvals.set(Some(session), None);
         match self.platform_rung() {
             Some(rung) => rung.end_session(session),
             None => Ok(()),

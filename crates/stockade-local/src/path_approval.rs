@@ -1,0 +1,299 @@
+//! Asking about a path outside the writable roots while the command waits
+//! (supervised Landlock only).
+//!
+//! A session may carry a [`PathApproval`] (see
+//! [`LocalProvider::set_path_approval`](crate::LocalProvider::set_path_approval)).
+//! When its run is confined by the Landlock rung with the supervisor, the
+//! rung makes a Unix socket pair, passes one end to `landlock-run` as
+//! `--ask-fd N` (with `--ask-timeout` and `--ask-max`) and starts a thread
+//! on the other end. A call the supervisor refused only because its place
+//! lies outside every writable root (never a protected or deny-read path)
+//! reaches [`PathApprover::ask`] as a [`PathQuestion`] while the calling
+//! thread of the command waits; the answer ([`PathAnswer`]) goes back
+//! through the [`PathReply`]. What can be asked about is what the
+//! supervisor performs (opens for writing, mkdir, mknod, symlink, unlink,
+//! rename, link, truncate and metadata calls by name; `landlock-run`'s
+//! README, *Asking about a path*); everything else, and every run under
+//! bwrap, unsupervised Landlock or Seatbelt, still needs a rerun with a
+//! wider grant (there is no channel: the run's facts say `path-approval`
+//! is not available).
+//!
+//! Bounded by `landlock-run`: at most [`PathApproval::with_max_questions`]
+//! questions per command, one at a time, a place refused or timed out not
+//! asked again, and no answer within [`PathApproval::with_timeout`]
+//! refuses. A question is withdrawn ([`PathReply::is_pending`] turns
+//! false) when its time is up; the thread ends with the channel (the
+//! command is over and its confinement let go).
+#![cfg(target_os = "linux")]
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// How long a command waits for an answer unless the caller says.
+pub const DEFAULT_PATH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many questions one command may cause unless the caller says.
+pub const DEFAULT_MAX_PATH_QUESTIONS: u32 = 8;
+
+/// What the refused call was doing (`landlock-run`'s kind codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PathOp {
+    /// An open for writing, creating or truncating.
+    Write,
+    Mkdir,
+    Mknod,
+    Symlink,
+    /// unlink or rmdir.
+    Remove,
+    Rename,
+    Link,
+    Truncate,
+    Chmod,
+    Chown,
+    Utimes,
+    SetXattr,
+    RemoveXattr,
+    /// A code this build does not know.
+    Other(u8),
+}
+
+impl PathOp {
+    fn from_code(code: u8) -> PathOp {
+        match code {
+            1 => PathOp::Write,
+            2 => PathOp::Mkdir,
+            3 => PathOp::Mknod,
+            4 => PathOp::Symlink,
+            5 => PathOp::Remove,
+            6 => PathOp::Rename,
+            7 => PathOp::Link,
+            8 => PathOp::Truncate,
+            9 => PathOp::Chmod,
+            10 => PathOp::Chown,
+            11 => PathOp::Utimes,
+            12 => PathOp::SetXattr,
+            13 => PathOp::RemoveXattr,
+            other => PathOp::Other(other),
+        }
+    }
+}
+
+/// What the user is asked about: the operation and the absolute path the
+/// supervisor refused (the kernel's present name of the directory it
+/// holds, then the name; any bytes a path may hold, so show it escaped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathQuestion {
+    pub op: PathOp,
+    pub path: PathBuf,
+}
+
+/// What the user said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathAnswer {
+    /// This one path, for the rest of the command.
+    AllowPath,
+    /// The directory holding it and everything beneath it, for the rest
+    /// of the command.
+    AllowDirectory,
+    /// Refused (today's refusal; not asked again this command).
+    Refuse,
+}
+
+/// Where the answer to one question goes. Answer from any thread; an
+/// answer after the command stopped waiting is ignored. Dropping it
+/// unanswered refuses at once.
+pub struct PathReply {
+    tx: SyncSender<PathAnswer>,
+    pending: Arc<Mutex<bool>>,
+}
+
+impl fmt::Debug for PathReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PathReply")
+            .field("pending", &self.is_pending())
+            .finish()
+    }
+}
+
+impl PathReply {
+    pub fn answer(self, answer: PathAnswer) {
+        // The command may have stopped waiting; then nothing is left to tell.
+        let _ = self.tx.send(answer);
+    }
+
+    /// Whether the command still waits for this answer: false once it
+    /// timed out or the channel ended, so a front end can withdraw it.
+    pub fn is_pending(&self) -> bool {
+        *self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Who is asked. Called on the channel's own thread: hand the question on
+/// and answer through `reply`, from there or any other thread.
+pub trait PathApprover: Send + Sync {
+    fn ask(&self, question: PathQuestion, reply: PathReply);
+}
+
+impl<F> PathApprover for F
+where
+    F: Fn(PathQuestion, PathReply) + Send + Sync,
+{
+    fn ask(&self, question: PathQuestion, reply: PathReply) {
+        self(question, reply);
+    }
+}
+
+/// An approver and the bounds of its questions, per session.
+#[derive(Clone)]
+pub struct PathApproval {
+    approver: Arc<dyn PathApprover>,
+    timeout: Duration,
+    max_questions: u32,
+}
+
+impl fmt::Debug for PathApproval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PathApproval")
+            .field("timeout", &self.timeout)
+            .field("max_questions", &self.max_questions)
+            .finish()
+    }
+}
+
+impl PathApproval {
+    pub fn new(approver: Arc<dyn PathApprover>) -> PathApproval {
+        PathApproval {
+            approver,
+            timeout: DEFAULT_PATH_TIMEOUT,
+            max_questions: DEFAULT_MAX_PATH_QUESTIONS,
+        }
+    }
+
+    /// Whole seconds, at least one (the launcher's unit).
+    pub fn with_timeout(mut self, timeout: Duration) -> PathApproval {
+        self.timeout = Duration::from_secs(timeout.as_secs().max(1));
+        self
+    }
+
+    /// At least one.
+    pub fn with_max_questions(mut self, max: u32) -> PathApproval {
+        self.max_questions = max.max(1);
+        self
+    }
+}
+
+/// The approvals of one provider, per session (`None`: the runs of no
+/// session).
+#[derive(Default)]
+pub(crate) struct PathApprovals(Mutex<HashMap<Option<String>, PathApproval>>);
+
+impl PathApprovals {
+    pub(crate) fn set(&self, session: Option<&str>, approval: Option<PathApproval>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = session.map(str::to_owned);
+        match approval {
+            Some(a) => {
+                map.insert(key, a);
+            }
+            None => {
+                map.remove(&key);
+            }
+        }
+    }
+
+    pub(crate) fn get(&self, session: Option<&str>) -> Option<PathApproval> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(&session.map(str::to_owned)).cloned()
+    }
+}
+
+/// A mounted channel: the launcher's end (to pass at `child_fd`) and its
+/// options, which go before any other option of the launcher.
+pub(crate) struct Mounted {
+    pub launcher_end: std::fs::File,
+    pub args: Vec<OsString>,
+}
+
+/// Makes the socket pair and starts the thread that answers on our end.
+pub(crate) fn mount(approval: &PathApproval, child_fd: i32) -> io::Result<Mounted> {
+    let (ours, theirs) = UnixStream::pair()?;
+    let (approver, timeout) = (approval.approver.clone(), approval.timeout);
+    std::thread::Builder::new()
+        .name("path-approval".into())
+        .spawn(move || serve(ours, approver.as_ref(), timeout))?;
+    let args = vec![
+        "--ask-fd".into(),
+        child_fd.to_string().into(),
+        "--ask-timeout".into(),
+        approval.timeout.as_secs().max(1).to_string().into(),
+        "--ask-max".into(),
+        approval.max_questions.to_string().into(),
+    ];
+    Ok(Mounted {
+        launcher_end: std::fs::File::from(std::os::fd::OwnedFd::from(theirs)),
+        args,
+    })
+}
+
+/// Questions until the channel ends: each handed to the approver, its
+/// answer (or a refusal once `timeout` passed) written back.
+fn serve(mut channel: UnixStream, approver: &dyn PathApprover, timeout: Duration) {
+    loop {
+        let mut head = [0u8; 13];
+        if channel.read_exact(&mut head).is_err() {
+            return;
+        }
+        let len = u32::from_le_bytes([head[9], head[10], head[11], head[12]]);
+        let mut path = vec![0u8; len as usize];
+        if channel.read_exact(&mut path).is_err() {
+            return;
+        }
+        let question = PathQuestion {
+            op: PathOp::from_code(head[8]),
+            path: PathBuf::from(OsStr::from_bytes(&path)),
+        };
+        let (tx, rx) = mpsc::sync_channel(1);
+        let pending = Arc::new(Mutex::new(true));
+        approver.ask(
+            question,
+            PathReply {
+                tx,
+                pending: pending.clone(),
+            },
+        );
+        let answer = wait(&rx, timeout);
+        *pending.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        let code = match answer {
+            Some(PathAnswer::AllowPath) => 1,
+            Some(PathAnswer::AllowDirectory) => 2,
+            Some(PathAnswer::Refuse) => 0,
+            // The launcher gave up first: nothing to say.
+            None => continue,
+        };
+        let mut reply = head[..8].to_vec();
+        reply.push(code);
+        if channel.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// The answer, or `None` when the time is up (the launcher, which waits
+/// as long, has refused by then).
+fn wait(rx: &mpsc::Receiver<PathAnswer>, timeout: Duration) -> Option<PathAnswer> {
+    match rx.recv_timeout(timeout) {
+        Ok(a) => Some(a),
+        Err(RecvTimeoutError::Disconnected) => Some(PathAnswer::Refuse),
+        Err(RecvTimeoutError::Timeout) => None,
+    }
+}
