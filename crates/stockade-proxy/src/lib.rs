@@ -20,11 +20,12 @@
 //! The caller is synchronous: [`Proxy::start`] binds, spawns one thread, and
 //! returns; dropping the [`Proxy`] stops it. The thread sleeps in `poll` on
 //! the listeners until the first client connects, and only then builds its
-//! single-threaded tokio runtime, so a run that never uses the network
-//! pays for two listeners and a sleeping thread, not a runtime. Each run gets a [`RunToken`] carried as the password
-//! of its proxy URL, so what a run was refused can be told back to it. The
-//! proxy prints nothing; [`Proxy::refused`] and [`Proxy::problems`] are how
-//! the caller learns what happened.
+//! single-threaded tokio runtime, so a run that never uses the network pays
+//! for its listeners and a sleeping thread, not a runtime. Each run gets a
+//! [`RunToken`] carried as the password of its proxy URL, so what a run was
+//! refused can be told back to it. The proxy prints nothing;
+//! [`Proxy::refused`] and [`Proxy::problems`] are how the caller learns what
+//! happened.
 //!
 //! A run may instead ask about hosts not on the list
 //! ([`Proxy::run_token_asking`] with a [`HostApproval`]): such a request is
@@ -231,7 +232,7 @@ impl Proxy {
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("stockade-proxy".to_owned())
-            .spawn(move || serve(listeners, serving, header_timeout, stopped, woken));
+            .spawn(move || serve(listeners, port, serving, header_timeout, stopped, woken));
         let thread = match thread {
             Ok(t) => t,
             Err(e) => {
@@ -260,7 +261,7 @@ impl Proxy {
     }
 
     /// Whether a client has connected, so the proxy's runtime runs. Until
-    /// then the proxy is two bound listeners and one thread asleep in
+    /// then the proxy is its bound listeners and one thread asleep in
     /// `poll` (on Unix; elsewhere the runtime starts at once).
     pub fn is_serving(&self) -> bool {
         self.shared.serving.load(Ordering::Relaxed)
@@ -394,6 +395,7 @@ type Waker = std::convert::Infallible;
 /// connects at once waits in the backlog, never meets a refusal.
 fn serve(
     listeners: Listeners,
+    port: u16,
     shared: Arc<Shared>,
     header_timeout: Duration,
     stopped: oneshot::Receiver<()>,
@@ -437,7 +439,7 @@ fn serve(
             }
             Err(e) => shared
                 .ledger
-                .problem(format!("cannot serve 127.0.0.1: {e}")),
+                .problem(format!("cannot serve 127.0.0.1:{port}: {e}")),
         }
         #[cfg(unix)]
         if let Some(unix) = unix {
