@@ -65,12 +65,13 @@ impl Landlock<'_> {
             .max()
             .unwrap_or(crate::confine::STATUS_FD)
             + 1;
-        let mounted = crate::path_approval::mount(&approval, child_fd).map_err(|e| {
-            SandboxUnavailable::single(
-                Backend::Landlock.as_str(),
-                format!("cannot make the path approval channel: {e}"),
-            )
-        })?;
+        let mounted = crate::path_approval::mount(&approval, child_fd, p.pins.control_paths())
+            .map_err(|e| {
+                SandboxUnavailable::single(
+                    Backend::Landlock.as_str(),
+                    format!("cannot make the path approval channel: {e}"),
+                )
+            })?;
         run.prepared.pass_fds.push(stockade_core::PassFd {
             child_fd,
             file: std::sync::Arc::new(mounted.launcher_end),

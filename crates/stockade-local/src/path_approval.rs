@@ -225,12 +225,18 @@ pub(crate) struct Mounted {
 }
 
 /// Makes the socket pair and starts the thread that answers on our end.
-pub(crate) fn mount(approval: &PathApproval, child_fd: i32) -> io::Result<Mounted> {
+/// `control`: the paths that decide later runs (config, session state, the
+/// verdict cache, the runners): never granted, whatever the answer.
+pub(crate) fn mount(
+    approval: &PathApproval,
+    child_fd: i32,
+    control: Vec<PathBuf>,
+) -> io::Result<Mounted> {
     let (ours, theirs) = UnixStream::pair()?;
     let (approver, timeout) = (approval.approver.clone(), approval.timeout);
     std::thread::Builder::new()
         .name("path-approval".into())
-        .spawn(move || serve(ours, approver.as_ref(), timeout))?;
+        .spawn(move || serve(ours, approver.as_ref(), timeout, &control))?;
     let args = vec![
         "--ask-fd".into(),
         child_fd.to_string().into(),
@@ -247,7 +253,12 @@ pub(crate) fn mount(approval: &PathApproval, child_fd: i32) -> io::Result<Mounte
 
 /// Questions until the channel ends: each handed to the approver, its
 /// answer (or a refusal once `timeout` passed) written back.
-fn serve(mut channel: UnixStream, approver: &dyn PathApprover, timeout: Duration) {
+fn serve(
+    mut channel: UnixStream,
+    approver: &dyn PathApprover,
+    timeout: Duration,
+    control: &[PathBuf],
+) {
     loop {
         let mut head = [0u8; 13];
         if channel.read_exact(&mut head).is_err() {
@@ -262,17 +273,32 @@ fn serve(mut channel: UnixStream, approver: &dyn PathApprover, timeout: Duration
             op: PathOp::from_code(head[8]),
             path: PathBuf::from(OsStr::from_bytes(&path)),
         };
-        let (tx, rx) = mpsc::sync_channel(1);
-        let pending = Arc::new(Mutex::new(true));
-        approver.ask(
-            question,
-            PathReply {
-                tx,
-                pending: pending.clone(),
-            },
-        );
-        let answer = wait(&rx, timeout);
-        *pending.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        let answer = if touches_control(&question.path, control) {
+            // Control state is never granted: refused without asking.
+            Some(PathAnswer::Refuse)
+        } else {
+            let dir = question.path.parent().map(PathBuf::from);
+            let (tx, rx) = mpsc::sync_channel(1);
+            let pending = Arc::new(Mutex::new(true));
+            approver.ask(
+                question,
+                PathReply {
+                    tx,
+                    pending: pending.clone(),
+                },
+            );
+            let answer = wait(&rx, timeout);
+            *pending.lock().unwrap_or_else(PoisonError::into_inner) = false;
+            match (answer, dir) {
+                // A directory holding control state: only the path asked.
+                (Some(PathAnswer::AllowDirectory), Some(dir))
+                    if control.iter().any(|c| c.starts_with(&dir)) =>
+                {
+                    Some(PathAnswer::AllowPath)
+                }
+                (a, _) => a,
+            }
+        };
         let code = match answer {
             Some(PathAnswer::AllowPath) => 1,
             Some(PathAnswer::AllowDirectory) => 2,
@@ -288,6 +314,13 @@ fn serve(mut channel: UnixStream, approver: &dyn PathApprover, timeout: Duration
     }
 }
 
+/// Whether `path` is control state, lies beneath it, or holds it.
+fn touches_control(path: &std::path::Path, control: &[PathBuf]) -> bool {
+    control
+        .iter()
+        .any(|c| path.starts_with(c) || c.starts_with(path))
+}
+
 /// The answer, or `None` when the time is up (the launcher, which waits
 /// as long, has refused by then).
 fn wait(rx: &mpsc::Receiver<PathAnswer>, timeout: Duration) -> Option<PathAnswer> {
@@ -295,5 +328,56 @@ fn wait(rx: &mpsc::Receiver<PathAnswer>, timeout: Duration) -> Option<PathAnswer
         Ok(a) => Some(a),
         Err(RecvTimeoutError::Disconnected) => Some(PathAnswer::Refuse),
         Err(RecvTimeoutError::Timeout) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    fn ask(end: &mut UnixStream, id: u64, path: &[u8]) -> u8 {
+        let mut q = id.to_le_bytes().to_vec();
+        q.push(1);
+        q.extend_from_slice(&u32::try_from(path.len()).unwrap().to_le_bytes());
+        q.extend_from_slice(path);
+        end.write_all(&q).unwrap();
+        let mut a = [0u8; 9];
+        end.read_exact(&mut a).unwrap();
+        assert_eq!(u64::from_le_bytes(a[..8].try_into().unwrap()), id);
+        a[8]
+    }
+
+    /// Control state is refused without asking; a directory that holds it
+    /// is narrowed to the path asked; any other answer goes back as given,
+    /// with the path's bytes as they came.
+    #[test]
+    fn control_state_is_never_granted() {
+        let asked: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+        let record = asked.clone();
+        let approval = PathApproval::new(Arc::new(move |q: PathQuestion, r: PathReply| {
+            record.lock().unwrap().push(q.path);
+            r.answer(PathAnswer::AllowDirectory);
+        }));
+        let control = vec![PathBuf::from("/srv/out/ctl")];
+        let mounted = mount(&approval, 9, control).unwrap();
+        assert_eq!(
+            mounted.args[..2],
+            ["--ask-fd".into(), "9".into()] as [OsString; 2]
+        );
+        let mut end = UnixStream::from(OwnedFd::from(mounted.launcher_end));
+        assert_eq!(ask(&mut end, 1, b"/srv/out/ctl/config"), 0);
+        assert_eq!(ask(&mut end, 2, b"/srv/out"), 0);
+        assert_eq!(ask(&mut end, 3, b"/srv/out/y"), 1);
+        assert_eq!(ask(&mut end, 4, b"/srv/else/\xff\nz"), 2);
+        let asked = asked.lock().unwrap().clone();
+        assert_eq!(
+            asked,
+            [
+                PathBuf::from("/srv/out/y"),
+                PathBuf::from(OsStr::from_bytes(b"/srv/else/\xff\nz"))
+            ]
+        );
     }
 }

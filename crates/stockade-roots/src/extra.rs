@@ -92,6 +92,12 @@ impl RootPins {
         }
     }
 
+    /// The registered control paths, as resolved when registered.
+    pub fn control_paths(&self) -> Vec<PathBuf> {
+        let list = self.control.lock().unwrap_or_else(PoisonError::into_inner);
+        list.iter().map(|(_, p)| p.clone()).collect()
+    }
+
     /// The extra writable root `given` (absolute): held on first use,
     /// verified on every later one. `Ok(None)` when it does not exist and
     /// was never held: it is not granted (a later call holds it once it
