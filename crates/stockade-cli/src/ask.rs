@@ -3,6 +3,7 @@
 //! the user at the terminal.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
 
 use stockade_agent::{Answerer, ApprovalRequest};
 use stockade_core::{ApprovalOutcome, NetworkMode, SandboxMode};
@@ -34,6 +35,26 @@ impl Answerer for TerminalAnswerer {
 
 /// Ask on the terminal; anything but yes (or no terminal at all) is no.
 fn ask(mode: Option<SandboxMode>, network: Option<NetworkMode>) -> bool {
+    let what = match (mode, network) {
+        (Some(m), Some(n)) => format!("under {m} with network {n}"),
+        (Some(m), None) => format!("under {m}"),
+        (None, Some(n)) => format!("with network {n}"),
+        (None, None) => return false,
+    };
+    yes(&format!("stockade: retry this command once {what}? [y/N] "))
+}
+
+/// The narrower retry: `dir` writable besides the run's roots, once.
+pub(crate) fn ask_narrower(dir: &Path) -> bool {
+    yes(&format!(
+        "stockade: retry this command once with {} writable too? [y/N] ",
+        dir.display()
+    ))
+}
+
+/// `question` on the terminal; anything but yes (or no terminal at all) is
+/// no.
+fn yes(question: &str) -> bool {
     if !std::io::stdin().is_terminal() {
         return false;
     }
@@ -45,13 +66,7 @@ fn ask(mode: Option<SandboxMode>, network: Option<NetworkMode>) -> bool {
         return false;
     };
     let mut out = &tty;
-    let what = match (mode, network) {
-        (Some(m), Some(n)) => format!("under {m} with network {n}"),
-        (Some(m), None) => format!("under {m}"),
-        (None, Some(n)) => format!("with network {n}"),
-        (None, None) => return false,
-    };
-    if write!(out, "stockade: retry this command once {what}? [y/N] ").is_err() {
+    if write!(out, "{question}").is_err() {
         return false;
     }
     let _ = out.flush();

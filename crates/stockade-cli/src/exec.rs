@@ -271,6 +271,17 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     if !args.json {
         report_denial(&first);
     }
+    // The smallest widening first: the one directory the refused writes
+    // lie in, writable for one retry. Declined, the wider offer follows;
+    // accepted, it is the invocation's one retry.
+    if args.ask
+        && let Some(dir) = narrower(&sandbox, &first)
+        && crate::ask::ask_narrower(&dir)
+    {
+        let mut wider = policy.resolve(None, None);
+        wider.files.writable_roots.push(dir);
+        return retry(exec, &args, workdir, wider, &desk, &first).await;
+    }
     let (file_to, net_to) = match args.ask {
         true => retry_offer(&first, escalate_to, network, &refused_by_user(&asking)),
         false => (None, None),
@@ -297,14 +308,35 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // (danger-full-access always means allow).
     let to = file_to.unwrap_or(mode);
     let wider = policy.resolve_with_network(None, Some(to), net_to);
-    let retry = match run_once(exec, &args, workdir, wider, &desk).await {
+    retry(exec, &args, workdir, wider, &desk, &first).await
+}
+
+/// The invocation's one approved retry under `wider`, reported.
+async fn retry(
+    exec: &SandboxedExecutor,
+    args: &ExecArgs,
+    workdir: &Path,
+    wider: ExecutionPolicy,
+    desk: &Desk,
+    first: &ShellResult,
+) -> anyhow::Result<ExitCode> {
+    let retry = match run_once(exec, args, workdir, wider, desk).await {
         Outcome::Finished(r) => r,
         Outcome::Failed(code) | Outcome::Unavailable(code) => return Ok(code),
     };
     if args.json {
-        print_json(&first, Some(&retry))?;
+        print_json(first, Some(&retry))?;
     } else if retry.denied() {
         report_denial(&retry);
     }
     Ok(exit_code(&retry.exit))
+}
+
+/// The directory to offer writable for one retry after `r`'s refused
+/// writes (see `stockade_agent::narrower_root`), once the invocation's
+/// provider holds it as an extra root: one holding the config, the
+/// verdict cache or stockade itself is never offered.
+fn narrower(sandbox: &Sandbox, r: &ShellResult) -> Option<std::path::PathBuf> {
+    let dir = r.sandbox.as_ref().and_then(stockade_agent::narrower_root)?;
+    matches!(sandbox.provider.pins().extra_root(&dir), Ok(Some(_))).then_some(dir)
 }

@@ -1,0 +1,126 @@
+//! `stockade exec --ask` after a write refused outside the writable roots
+//! offers that one directory, writable for one retry, before a wider mode:
+//! on a real pseudo-terminal (util-linux `script`), both backends, as root
+//! and (when we are root, as in CI) as `nobody`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use stockade_testkit::users::{Who, users};
+
+fn backends() -> Vec<&'static str> {
+    let mut b = vec!["landlock"];
+    if stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
+        b.insert(0, "bwrap");
+    }
+    b
+}
+
+fn have_script() -> bool {
+    let ok = Command::new("sh")
+        .args(["-c", "command -v script"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    stockade_testkit::require("script", ok)
+}
+
+struct Scratch {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    out: PathBuf,
+    state: PathBuf,
+    who: Who,
+}
+
+fn scratch(who: Who) -> Scratch {
+    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    stockade_testkit::open_to_all(&base);
+    let dir = tempfile::Builder::new()
+        .prefix("narrower-")
+        .tempdir_in(base)
+        .unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let (ws, out, state) = (root.join("ws"), root.join("out"), root.join("state"));
+    for d in [&ws, &out, &state] {
+        fs::create_dir(d).unwrap();
+    }
+    who.own(dir.path());
+    Scratch {
+        _dir: dir,
+        ws,
+        out,
+        state,
+        who,
+    }
+}
+
+/// `stockade exec` at a terminal of its own, `answer` typed once `question`
+/// shows (a second question then reads the end of input: no).
+fn at_terminal(s: &Scratch, backend: &str, question: &str, answer: &str) -> Output {
+    let cmd = format!(
+        "{} exec --backend {backend} --mode workspace-write --ask -- sh -c 'echo x >> count; echo y > {}/f'",
+        env!("CARGO_BIN_EXE_stockade"),
+        s.out.display()
+    );
+    let child = s
+        .who
+        .command("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("XDG_RUNTIME_DIR", &s.state)
+        .env("HOME", &s.state)
+        .env_remove("TMPDIR")
+        .current_dir(&s.ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    stockade_testkit::prompt::answer_when_asked(child, question, answer)
+}
+
+#[test]
+fn the_refused_directory_is_offered_before_a_wider_mode() {
+    if !have_script() {
+        return;
+    }
+    for who in users() {
+        for backend in backends() {
+            let tag = format!("{who:?} {backend}");
+            let s = scratch(who);
+            let narrower = format!(
+                "retry this command once with {} writable too? [y/N]",
+                s.out.display()
+            );
+            let out = at_terminal(&s, backend, &narrower, "y\n");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains(&narrower), "{tag}: {text}");
+            assert!(!text.contains("danger-full-access?"), "{tag}: {text}");
+            assert_eq!(fs::read_to_string(s.out.join("f")).unwrap(), "y\n", "{tag}");
+            // A rerun: the command ran twice.
+            assert_eq!(fs::read_to_string(s.ws.join("count")).unwrap(), "x\nx\n");
+            assert_eq!(out.status.code(), Some(0), "{tag}: {text}");
+
+            // Declined: the wider mode is offered next, as before.
+            let s = scratch(who);
+            let narrower = format!(
+                "retry this command once with {} writable too? [y/N]",
+                s.out.display()
+            );
+            let out = at_terminal(&s, backend, &narrower, "n\n");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains(&narrower), "{tag}: {text}");
+            assert!(
+                text.contains("retry this command once under danger-full-access? [y/N]"),
+                "{tag}: {text}"
+            );
+            assert!(!s.out.join("f").exists(), "{tag}: {text}");
+            assert_eq!(fs::read_to_string(s.ws.join("count")).unwrap(), "x\n");
+        }
+    }
+}
