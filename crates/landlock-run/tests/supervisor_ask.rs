@@ -51,11 +51,32 @@ fn python() -> bool {
 /// Each argument `OP:PATH` (w: create or truncate and write, a: append,
 /// m: mkdir), performed in order; one line per argument: `PATH ok` or
 /// `PATH ERRNO-NAME`. `flood:DIR:N` creates DIR/f0..f{N-1} and prints the
-/// count refused.
+/// count refused; `par:DIR:N` creates DIR/p0..p{N-1} from N threads at
+/// once and prints the count created.
 const OPS: &str = r#"
 import errno, os, sys
 for arg in sys.argv[1:]:
     op, _, path = arg.partition(":")
+    if op == "par":
+        import threading
+        d, _, n = path.rpartition(":")
+        n = int(n)
+        go = threading.Barrier(n)
+        done = []
+        def make(i):
+            go.wait()
+            try:
+                os.close(os.open(f"{d}/p{i}", os.O_WRONLY | os.O_CREAT, 0o644))
+                done.append(i)
+            except OSError:
+                pass
+        ts = [threading.Thread(target=make, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        print(f"par {len(done)}")
+        continue
     if op == "flood":
         d, _, n = path.rpartition(":")
         refused = 0
@@ -409,6 +430,28 @@ fn protected_and_deny_read_are_never_asked() {
         }
         assert!(r.asked.is_empty(), "{who:?}: {:?}", r.asked_paths());
         assert_eq!(fs::read_to_string(secret.join("key")).unwrap(), "k");
+    }
+}
+
+/// Eight threads create eight files in one outside directory at once
+/// while the first question waits (answered "allow the directory" only
+/// after a pause): one question, every create done.
+#[test]
+fn questions_waiting_behind_a_directory_grant_are_not_asked() {
+    if !python() {
+        return;
+    }
+    for who in users() {
+        let s = scratch(who, |_, _| {});
+        let script: Script = Box::new(|_, _| {
+            thread::sleep(Duration::from_millis(300));
+            Some(DIRECTORY)
+        });
+        let par = format!("par:{}:8", p(&s.out));
+        let r = run(who, &s.ws, &[], Some(script), &[par]);
+        assert_eq!(r.results()["par"], "8", "{who:?}");
+        assert_eq!(r.asked.len(), 1, "{who:?}: {:?}", r.asked_paths());
+        assert_eq!(fs::read_dir(&s.out).unwrap().count(), 8);
     }
 }
 
