@@ -57,6 +57,24 @@ const OPS: &str = r#"
 import errno, os, sys
 for arg in sys.argv[1:]:
     op, _, path = arg.partition(":")
+    if op == "stall":
+        import threading
+        out, _, ws = path.partition(":")
+        def ask(i):
+            try:
+                os.close(os.open(f"{out}/q{i}", os.O_WRONLY | os.O_CREAT, 0o644))
+            except OSError:
+                pass
+        ts = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+        for t in ts:
+            t.start()
+        for i in range(20):
+            os.close(os.open(f"{ws}/i{i}", os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(os.open(f"{ws}/done", os.O_WRONLY | os.O_CREAT, 0o644))
+        for t in ts:
+            t.join()
+        print("stall ok")
+        continue
     if op == "par":
         import threading
         d, _, n = path.rpartition(":")
@@ -452,6 +470,40 @@ fn questions_waiting_behind_a_directory_grant_are_not_asked() {
         assert_eq!(r.results()["par"], "8", "{who:?}");
         assert_eq!(r.asked.len(), 1, "{who:?}: {:?}", r.asked_paths());
         assert_eq!(fs::read_dir(&s.out).unwrap().count(), 8);
+    }
+}
+
+/// While questions wait (six threads write outside, each a question, the
+/// first not answered until the workspace shows `done`), the command's
+/// other calls are served: a seventh thread creates 21 files in the root,
+/// `done` last. The answerer waits for it at most 20 s and the test fails
+/// if it never came.
+#[test]
+fn calls_go_on_while_questions_wait() {
+    if !python() {
+        return;
+    }
+    for who in users() {
+        let s = scratch(who, |_, _| {});
+        let done = s.ws.join("done");
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, marker) = (seen.clone(), done.clone());
+        let mut first = true;
+        let script: Script = Box::new(move |_, _| {
+            if std::mem::take(&mut first) {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while !marker.exists() && Instant::now() < deadline {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                flag.store(marker.exists(), std::sync::atomic::Ordering::SeqCst);
+            }
+            Some(REFUSE)
+        });
+        let stall = format!("stall:{}:{}", p(&s.out), p(&s.ws));
+        let r = run(who, &s.ws, &[], Some(script), &[stall]);
+        assert_eq!(r.results()["stall"], "ok", "{who:?}");
+        assert!(seen.load(std::sync::atomic::Ordering::SeqCst), "{who:?}");
+        assert!(done.exists());
     }
 }
 

@@ -84,6 +84,11 @@ impl Asker {
         }
     }
 
+    /// Questions per run, at most.
+    pub fn max(&self) -> usize {
+        usize::try_from(self.max).unwrap_or(usize::MAX)
+    }
+
     /// Asks about `q` unless the bounds say refuse; true when the fence
     /// now covers it (the caller performs the call again).
     pub fn ask(&self, fence: &Fence, kind: u8, q: Outside) -> bool {

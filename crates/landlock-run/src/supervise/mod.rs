@@ -20,8 +20,9 @@
 //! status, or dies of the same signal. Signals sent to the launcher are
 //! passed on.
 //!
-//! A later change can ask the approval chain about one refused path: the
-//! refusal is made in one place (`Fence::perform`) while the thread waits.
+//! With `--ask-fd`, a call refused only because its place lies outside
+//! every writable root is asked about while the thread waits (`ask.rs`,
+//! `fence/grant.rs`), and performed again once a grant covers it.
 //! The system calls that need `unsafe` are in `crate::sys`.
 #![forbid(unsafe_code)]
 
@@ -51,6 +52,9 @@ pub(crate) use filter::ioctl_arg_len;
 /// Worker threads answering notifications: a call that blocks (a FIFO opened
 /// for writing waits for a reader) must not stall every other one.
 const WORKERS: usize = 4;
+
+/// Extra workers for a run with an approval channel, at most.
+const MAX_ASKING_WORKERS: usize = 32;
 
 /// Whether this kernel can supervise; the reason when it cannot.
 pub fn available() -> Result<(), String> {
@@ -154,9 +158,16 @@ pub fn run(fence: Fence, asker: Option<Asker>, launcher: Launcher) -> ! {
     // Modes are masked with the child's own umask, read per call.
     rustix::process::umask(rustix::fs::Mode::empty());
     let fence = Arc::new(fence);
+    // A worker waiting for an answer (or behind one, for its own) serves
+    // nobody meanwhile: as many more as questions may be asked, so the
+    // command's other calls go on while the user thinks.
+    let workers = WORKERS
+        + asker
+            .as_ref()
+            .map_or(0, |a| a.max().min(MAX_ASKING_WORKERS));
     let asker = asker.map(Arc::new);
     let listener = Arc::new(Listener::new(listener));
-    for _ in 0..WORKERS {
+    for _ in 0..workers {
         let (fence, listener, asker) = (fence.clone(), listener.clone(), asker.clone());
         let spawned = std::thread::Builder::new()
             .name("supervisor".into())

@@ -9,8 +9,9 @@
 //! its memory, copied once by the caller of this module.
 //!
 //! One file per phase: `resolve` (names into handles), `classify` (handles
-//! by identity), `perform` (the call on those handles); the types they share
-//! and the fence's construction are here.
+//! by identity), `perform` (the call on those handles); `grant` keeps what
+//! an approval channel allowed at run time; the types they share and the
+//! fence's construction are here.
 //!
 //! Only safe code: the kernel interface (reading the child's memory, the
 //! notification ioctls) lives in `notify.rs` and `crate::sys`.
