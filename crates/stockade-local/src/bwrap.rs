@@ -65,5 +65,9 @@ pub(crate) fn protections(facts: &HostFacts) -> Vec<Protection> {
         "network",
         "deny: a private network namespace with its own loopback only; allow-listed: the same, with the proxy relayed in as the only way out; both: AF_VSOCK, AF_PACKET and netlink beyond route and sock_diag refused (seccomp), io_uring refused; listening only on the private loopback, so --allow-listen cannot serve the host (gap listen)",
     ));
+    out.push(p(
+        "path-approval",
+        "none: a path outside the writable roots cannot be approved while the command runs under bwrap (its mounts are fixed at the start); a rerun with a wider grant",
+    ));
     out
 }
