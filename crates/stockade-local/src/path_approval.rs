@@ -18,6 +18,17 @@
 //! wider grant (there is no channel: the run's facts say `path-approval`
 //! is not available).
 //!
+//! Never offered, whatever an answerer would say: stockade's control state,
+//! any path through a name the user's tools execute later (`.git`, hook
+//! managers, `.envrc`, editor and agent settings, rc files, `~/.config`,
+//! `~/.local`: `RUNS_LATER`), and anything beneath a `$PATH` directory;
+//! such a question is refused without asking. "Allow its directory" becomes
+//! "allow this path" for the home directory, any directory above it or
+//! above a `$PATH` entry, and a directory that already holds such a name.
+//! A directory grant still lets the command create such a name *beneath*
+//! it later (the grant is enforced by identity in `landlock-run`, which
+//! knows no names): a known gap, stated in the README.
+//!
 //! Bounded by `landlock-run`: at most [`PathApproval::with_max_questions`]
 //! questions per command, one at a time, a place refused or timed out not
 //! asked again, and no answer within [`PathApproval::with_timeout`]
@@ -32,7 +43,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -234,9 +245,14 @@ pub(crate) fn mount(
 ) -> io::Result<Mounted> {
     let (ours, theirs) = UnixStream::pair()?;
     let (approver, timeout) = (approval.approver.clone(), approval.timeout);
+    let guard = Guard::new(
+        control,
+        std::env::var_os("HOME").map(PathBuf::from),
+        std::env::var_os("PATH"),
+    );
     std::thread::Builder::new()
         .name("path-approval".into())
-        .spawn(move || serve(ours, approver.as_ref(), timeout, &control))?;
+        .spawn(move || serve(ours, approver.as_ref(), timeout, &guard))?;
     let args = vec![
         "--ask-fd".into(),
         child_fd.to_string().into(),
@@ -253,12 +269,7 @@ pub(crate) fn mount(
 
 /// Questions until the channel ends: each handed to the approver, its
 /// answer (or a refusal once `timeout` passed) written back.
-fn serve(
-    mut channel: UnixStream,
-    approver: &dyn PathApprover,
-    timeout: Duration,
-    control: &[PathBuf],
-) {
+fn serve(mut channel: UnixStream, approver: &dyn PathApprover, timeout: Duration, guard: &Guard) {
     loop {
         let mut head = [0u8; 13];
         if channel.read_exact(&mut head).is_err() {
@@ -273,8 +284,8 @@ fn serve(
             op: PathOp::from_code(head[8]),
             path: PathBuf::from(OsStr::from_bytes(&path)),
         };
-        let answer = if touches_control(&question.path, control) {
-            // Control state is never granted: refused without asking.
+        let answer = if guard.never_offered(&question.path) {
+            // Refused without asking: nothing to weigh for the user.
             Some(PathAnswer::Refuse)
         } else {
             let dir = question.path.parent().map(PathBuf::from);
@@ -290,10 +301,7 @@ fn serve(
             let answer = wait(&rx, timeout);
             *pending.lock().unwrap_or_else(PoisonError::into_inner) = false;
             match (answer, dir) {
-                // A directory holding control state: only the path asked.
-                (Some(PathAnswer::AllowDirectory), Some(dir))
-                    if control.iter().any(|c| c.starts_with(&dir)) =>
-                {
+                (Some(PathAnswer::AllowDirectory), Some(dir)) if guard.narrows(&dir) => {
                     Some(PathAnswer::AllowPath)
                 }
                 (a, _) => a,
@@ -314,11 +322,113 @@ fn serve(
     }
 }
 
-/// Whether `path` is control state, lies beneath it, or holds it.
-fn touches_control(path: &std::path::Path, control: &[PathBuf]) -> bool {
-    control
-        .iter()
-        .any(|c| path.starts_with(c) || c.starts_with(path))
+/// Names whose contents a tool the user runs later executes, or is told
+/// by to execute something, without asking: git's and hook managers'
+/// state, direnv, editors' and agents' workspace settings, shell and
+/// login rc files, the per-user config, bin and key directories, package
+/// managers' rc files (a script shell, a rustc wrapper).
+const RUNS_LATER: &[&str] = &[
+    ".git",
+    ".githooks",
+    ".gitmodules",
+    ".gitconfig",
+    ".husky",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    ".envrc",
+    ".direnv",
+    ".vscode",
+    ".idea",
+    ".mcp.json",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".config",
+    ".local",
+    ".ssh",
+    ".gnupg",
+    ".cargo",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".profile",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".zlogout",
+    ".xprofile",
+    ".xinitrc",
+    ".xsessionrc",
+    ".pam_environment",
+    ".inputrc",
+    ".vimrc",
+    ".exrc",
+    ".nvimrc",
+    ".tmux.conf",
+];
+
+/// What a question may never win, decided from what the user's own
+/// environment names (read once per run, by us: nothing the command
+/// wrote), never from the command.
+struct Guard {
+    /// Control state (config, session state, verdict cache, runners).
+    control: Vec<PathBuf>,
+    home: Option<PathBuf>,
+    /// The directories on our `$PATH`: a program planted there runs the
+    /// next time the user types its name.
+    path_dirs: Vec<PathBuf>,
+}
+
+impl Guard {
+    fn new(control: Vec<PathBuf>, home: Option<PathBuf>, path: Option<OsString>) -> Self {
+        let path_dirs = path
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .filter(|d| d.is_absolute())
+                    .flat_map(|d| {
+                        // A $PATH entry by its given name and its real one.
+                        let real = std::fs::canonicalize(&d).ok();
+                        std::iter::once(d).chain(real)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            control,
+            home: home.filter(|h| h.is_absolute()),
+            path_dirs,
+        }
+    }
+
+    /// Refused without asking: control state (at, beneath or holding it), a
+    /// path through a name in [`RUNS_LATER`], or a place beneath `$PATH`.
+    fn never_offered(&self, path: &Path) -> bool {
+        self.control
+            .iter()
+            .any(|c| path.starts_with(c) || c.starts_with(path))
+            || path
+                .components()
+                .any(|c| RUNS_LATER.iter().any(|n| c.as_os_str() == OsStr::new(n)))
+            || self.path_dirs.iter().any(|d| path.starts_with(d))
+    }
+
+    /// Whether "allow its directory" becomes "allow this path": a directory
+    /// holding control state, the home directory or one above it, one on or
+    /// above `$PATH`, or one that already holds a name in [`RUNS_LATER`].
+    fn narrows(&self, dir: &Path) -> bool {
+        self.control.iter().any(|c| c.starts_with(dir))
+            || self.home.as_ref().is_some_and(|h| h.starts_with(dir))
+            || self.path_dirs.iter().any(|d| d.starts_with(dir))
+            || RUNS_LATER
+                .iter()
+                .any(|n| dir.join(n).symlink_metadata().is_ok())
+    }
 }
 
 /// The answer, or `None` when the time is up (the launcher, which waits
@@ -379,5 +489,53 @@ mod tests {
                 PathBuf::from(OsStr::from_bytes(b"/srv/else/\xff\nz"))
             ]
         );
+    }
+    /// What the user's tools run later is never offered, whatever the
+    /// answerer would say: git and hook-manager state, direnv, editor and
+    /// agent settings, rc files, anything beneath a `$PATH` directory; and
+    /// "allow its directory" shrinks to the path for the home directory,
+    /// what lies above it or above `$PATH`, and a directory that already
+    /// holds such a name.
+    #[test]
+    fn what_runs_later_is_never_offered_and_directories_that_hold_it_shrink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let bin = home.join("bin");
+        let repo = home.join("repo");
+        let plain = home.join("plain");
+        for d in [&bin, &repo.join(".git"), &plain] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let guard = Guard::new(
+            vec![home.join("state")],
+            Some(home.clone()),
+            Some(std::env::join_paths([&bin, Path::new("/usr/bin")]).unwrap()),
+        );
+        for never in [
+            repo.join(".git/hooks/post-commit"),
+            repo.join("sub/.envrc"),
+            repo.join(".vscode/tasks.json"),
+            home.join(".bashrc"),
+            home.join(".config/git/config"),
+            home.join(".local/bin/git"),
+            bin.join("ls"),
+            PathBuf::from("/usr/bin/x"),
+            home.join("state/log"),
+            home.clone(),
+        ] {
+            assert!(guard.never_offered(&never), "{}", never.display());
+        }
+        for asked in [
+            plain.join("out.txt"),
+            repo.join("build/out.o"),
+            PathBuf::from("/srv/x"),
+        ] {
+            assert!(!guard.never_offered(&asked), "{}", asked.display());
+        }
+        for narrowed in [&home, tmp.path(), &repo, Path::new("/"), Path::new("/usr")] {
+            assert!(guard.narrows(narrowed), "{}", narrowed.display());
+        }
+        assert!(!guard.narrows(&plain));
+        assert!(!guard.narrows(&repo.join("build")));
     }
 }
