@@ -26,12 +26,19 @@ pub struct ApprovalRequest {
     /// What the call would do, as [`crate::effect`] keys it: the identity
     /// a rejection is remembered by.
     pub effect: String,
+    /// The narrower retry (see [`crate::narrower`]): this directory
+    /// writable besides the call's roots, once, under `target` (the call's
+    /// own mode). `None` for a wider mode or network.
+    pub writable_root: Option<std::path::PathBuf>,
 }
 
 impl ApprovalRequest {
     /// What the call would run under, as the user is shown it:
     /// `"workspace-write"`, or `"read-only" with network "allow"`.
     pub fn under(&self) -> String {
+        if let Some(dir) = &self.writable_root {
+            return format!("\"{}\" with {} writable", self.target, dir.display());
+        }
         match self.network {
             None => format!("\"{}\"", self.target),
             Some(network) => stockade_core::texts::network::Widening {
@@ -158,6 +165,7 @@ impl ApprovalService {
             network: request.network,
             subject: Some(request.subject.clone()),
             effect: Some(request.effect.clone()),
+            writable_root: request.writable_root.clone(),
         })?;
         // If the turn is cancelled while the answerers are out, this future
         // is dropped mid-await: the guard still records the decision, so

@@ -291,6 +291,7 @@ impl EscalationGate {
             network: network_target,
             subject: subject.to_owned(),
             effect: effect.to_owned(),
+            writable_root: None,
         };
         // An ask that cannot be recorded is not an ask: fail closed.
         let outcome = approval
@@ -306,6 +307,49 @@ impl EscalationGate {
             ApprovalOutcome::Cancelled => Err(ToolOutput::error(refusals.cancelled())),
             ApprovalOutcome::Unavailable => Err(ToolOutput::error(refusals.unavailable())),
         }
+    }
+}
+
+impl EscalationGate {
+    /// After a run of `effective` refused writes in `dir` only (see
+    /// [`crate::narrower_root`]): whether the user allows one retry of the
+    /// call with `dir` writable too. Asked like an escalation (approval
+    /// service, session, policy `ask`, recorded), never twice for an effect
+    /// the user rejected at this width or wider; anything but an allow is
+    /// no, and the call's result stays the first run's.
+    pub async fn decide_narrower(
+        &self,
+        ctx: &ToolContext,
+        tool: &str,
+        subject: &str,
+        effect: &str,
+        effective: SandboxMode,
+        dir: &std::path::Path,
+    ) -> bool {
+        let (Some(approval), Some(session)) = (&self.approval, &ctx.session) else {
+            return false;
+        };
+        if session.rejected_before(tool, subject, effect, effective, None) {
+            return false;
+        }
+        let request = ApprovalRequest {
+            session: session.id().clone(),
+            tool: tool.to_owned(),
+            call_id: ctx.call_id.clone(),
+            reason: format!(
+                "the command was refused writing in {}, outside the writable roots; retry it once with that directory writable too",
+                dir.display()
+            ),
+            target: effective,
+            network: None,
+            subject: subject.to_owned(),
+            effect: effect.to_owned(),
+            writable_root: Some(dir.to_path_buf()),
+        };
+        matches!(
+            approval.ask(session, &request).await,
+            Ok(ApprovalOutcome::AllowedOnce)
+        )
     }
 }
 

@@ -215,9 +215,8 @@ pub fn agent<M>(
         .map_err(|e| ComposeError::Sandbox { message: e.message })?,
     );
     let local = provider(config, env)?.map(Arc::new);
-    let provider: Option<Arc<dyn SandboxProvider>> = local
-        .clone()
-        .map(|p| -> Arc<dyn SandboxProvider> { p });
+    let provider: Option<Arc<dyn SandboxProvider>> =
+        local.clone().map(|p| -> Arc<dyn SandboxProvider> { p });
     // `[bash] shell`, resolved against this host once: on Windows
     // PowerShell (7 when on PATH), elsewhere bash, unless configured.
     let shell = config.bash.shell_choice().map_err(|e| {
@@ -293,6 +292,12 @@ pub fn agent<M>(
     if let Some(p) = &editor.progress {
         bash = bash.with_progress(p.clone());
     }
+    // A narrower retry's directory is offered only once the provider's pins
+    // hold it as an extra root (never one holding control state).
+    let pins = env.pins.clone();
+    bash = bash.with_offerable_root(Arc::new(move |dir: &Path| {
+        matches!(pins.extra_root(dir), Ok(Some(_)))
+    }));
     let job_output = bash.job_output();
     let jobs = bash.jobs();
     let (mut read, write, edit) = file_tools(fs.clone(), policy.clone(), gate);

@@ -135,6 +135,7 @@ impl Sandbox {
                 .collect::<Vec<_>>()
                 .join(" "),
             effect: String::new(),
+            writable_root: None,
         };
         let approval = ApprovalService::new(ApprovalPolicy::Ask, vec![answerer]);
         approval.answer(ApprovalPolicy::Ask, &request).await == ApprovalOutcome::AllowedOnce

@@ -92,6 +92,11 @@ pub enum Event {
         /// the same width or narrower. Absent in logs written before it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         effect: Option<String>,
+        /// The narrower retry: this directory writable besides the
+        /// session's roots, for one retry of the call under `target` (the
+        /// session's own mode). Absent for a wider mode or network.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        writable_root: Option<std::path::PathBuf>,
     },
     #[serde(rename = "approval/decided")]
     ApprovalDecided {
@@ -302,6 +307,7 @@ pub(crate) fn every_event() -> Vec<Event> {
             network: None,
             subject: None,
             effect: None,
+            writable_root: None,
         });
     }
     for network in NetworkMode::ALL {
@@ -313,6 +319,7 @@ pub(crate) fn every_event() -> Vec<Event> {
             network: Some(*network),
             subject: None,
             effect: None,
+            writable_root: None,
         });
     }
     for outcome in ApprovalOutcome::ALL {
@@ -343,6 +350,33 @@ pub(crate) fn every_event() -> Vec<Event> {
         events.push(Event::SandboxNetwork {
             mode: NetworkMode::ALL[i % NetworkMode::ALL.len()],
             source: source.clone(),
+        });
+    }
+    events.push(Event::ApprovalAsked {
+        call_id: "c5".into(),
+        tool: "bash".into(),
+        reason: "write the build dir".into(),
+        target: SandboxMode::WorkspaceWrite,
+        network: None,
+        subject: Some("make".into()),
+        effect: Some("run make".into()),
+        writable_root: Some("/srv/build out".into()),
+    });
+    events.push(Event::HostAsked {
+        host: "registry.npmjs.org".into(),
+        port: 443,
+        call_id: Some("c6".into()),
+    });
+    for answer in [
+        HostAnswer::AllowedOnce,
+        HostAnswer::AllowedForSession,
+        HostAnswer::RefusedOnce,
+        HostAnswer::RefusedForSession,
+        HostAnswer::Unanswered,
+    ] {
+        events.push(Event::HostAnswered {
+            host: "registry.npmjs.org".into(),
+            answer,
         });
     }
     events
@@ -415,6 +449,7 @@ mod tests {
                     network: None,
                     subject: None,
                     effect: None,
+                    writable_root: None,
                 },
                 json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only"}),
             ),
@@ -427,6 +462,7 @@ mod tests {
                     network: Some(NetworkMode::Allow),
                     subject: None,
                     effect: None,
+                    writable_root: None,
                 },
                 json!({"type": "approval/asked", "call_id": "c", "tool": "bash", "reason": "r", "target": "read-only", "network": "allow"}),
             ),

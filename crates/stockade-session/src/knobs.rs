@@ -248,6 +248,7 @@ mod tests {
             network,
             subject: Some(subject.into()),
             effect: None,
+            writable_root: None,
         }
     }
 
@@ -314,6 +315,7 @@ mod tests {
                 network,
                 subject: Some(subject.into()),
                 effect: Some(effect.into()),
+                writable_root: None,
             }
         };
         let rs = records(vec![

@@ -87,6 +87,7 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             network: None,
             subject: None,
             effect: None,
+            writable_root: None,
         });
     }
     for network in NetworkMode::ALL {
@@ -98,6 +99,7 @@ fn every_event(parent: &SessionId) -> Vec<Event> {
             network: Some(*network),
             subject: None,
             effect: None,
+            writable_root: None,
         });
     }
     for outcome in ApprovalOutcome::ALL {

@@ -101,7 +101,14 @@ pub struct BashTool {
     default_timeout: Duration,
     pub(crate) jobs: Jobs,
     progress: Option<Arc<dyn ToolProgress>>,
+    /// Whether a directory may be offered writable for a narrower retry
+    /// (the provider's pins: one holding control state may not); `None`
+    /// offers none.
+    offerable: Option<OfferableRoot>,
 }
+
+/// See [`BashTool::with_offerable_root`].
+pub type OfferableRoot = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 impl BashTool {
     pub fn new(
@@ -116,7 +123,18 @@ impl BashTool {
             default_timeout: Duration::from_secs(120),
             jobs: Arc::default(),
             progress: None,
+            offerable: None,
         }
+    }
+
+    /// After writes refused in one directory outside the roots, offer that
+    /// directory writable for one retry (see [`crate::narrower_root`]) when
+    /// `check` accepts it: the composition holds it as an extra root, which
+    /// refuses one that holds the config, the session logs or stockade
+    /// itself. Without a check nothing narrower is offered.
+    pub fn with_offerable_root(mut self, check: OfferableRoot) -> Self {
+        self.offerable = Some(check);
+        self
     }
 
     /// Show a foreground command's output through `sink` while it runs.
@@ -146,6 +164,38 @@ impl BashTool {
         tokio::select! {
             r = run => r,
             never = live.pump(sink.as_ref(), ctx) => match never {},
+        }
+    }
+
+    /// The approved narrower retry: `request` again with `dir` writable
+    /// too. Its result is the call's; denied again, no wider retry is
+    /// offered (the one retry was this).
+    async fn narrower_retry(
+        &self,
+        ctx: &ToolContext,
+        mut request: ShellRequest,
+        dir: &Path,
+        offered: bool,
+    ) -> ToolOutput {
+        if let Some(p) = request.policy.as_mut() {
+            p.files.writable_roots.push(dir.to_path_buf());
+        }
+        match self.run_foreground(ctx, request).await {
+            Ok(r) => {
+                let failed = !r.exit.success() || r.timed_out;
+                // Rendered as a granted retry: no escalation hint.
+                let granted = crate::escalation::Grant {
+                    mode: r.sandbox.as_ref().map(|f| f.mode),
+                    network: None,
+                };
+                let content = format!("{}\n{}", texts_narrower(dir), render(&r, offered, granted));
+                if failed {
+                    ToolOutput::error(content)
+                } else {
+                    ToolOutput::ok(content)
+                }
+            }
+            Err(e) => start_error(e),
         }
     }
 
@@ -218,7 +268,7 @@ impl BashTool {
         let timeout = args
             .timeout_ms
             .map_or(self.default_timeout, Duration::from_millis);
-        let mut request = ShellRequest::new(args.command, workdir).with_policy(policy);
+        let mut request = ShellRequest::new(args.command.clone(), workdir).with_policy(policy);
         // A background job runs until it ends or is killed.
         if !args.run_in_background {
             request = request.with_timeout(timeout);
@@ -242,8 +292,24 @@ impl BashTool {
                 Err(e) => start_error(e),
             };
         }
+        let retry = request.clone();
         match self.run_foreground(ctx, request).await {
             Ok(r) => {
+                // Refused writes in one directory outside the roots: that
+                // directory, writable for one retry, is offered first (the
+                // call's one approved retry; a wider mode stays the
+                // model's to ask for when it is declined).
+                if offered
+                    && !granted.any()
+                    && let Some(dir) = r.sandbox.as_ref().and_then(crate::narrower_root)
+                    && self.offerable.as_ref().is_some_and(|ok| ok(&dir))
+                    && self
+                        .gate
+                        .decide_narrower(ctx, self.name(), &args.command, &effect, effective, &dir)
+                        .await
+                {
+                    return self.narrower_retry(ctx, retry, &dir, offered).await;
+                }
                 let failed = !r.exit.success() || r.timed_out;
                 let content = render(&r, offered, granted);
                 if failed {
@@ -255,6 +321,14 @@ impl BashTool {
             Err(e) => start_error(e),
         }
     }
+}
+
+/// The first line of a narrower retry's result, for the model.
+fn texts_narrower(dir: &Path) -> String {
+    format!(
+        "[sandbox: the first run was refused writing in {}; the user allowed that directory writable for one retry of this call, whose result follows]",
+        dir.display()
+    )
 }
 
 /// What the description opens with: which language a command must be in.
