@@ -10,6 +10,28 @@ use stockade_local::BackendPreference;
 use crate::deny_read;
 use crate::provider::provider;
 
+/// What `stockade exec --ask` and `stockade acp` can approve while a
+/// command of `backend` waits: (hosts, paths). Hosts: every connection of
+/// a Linux backend passes stockade's proxy, which holds an unlisted host
+/// while it asks (`exec --ask` at a terminal, `acp` with `[approval]`).
+/// Paths: neither front end mounts a path approval yet (the Landlock
+/// provider's own, `path-approval` above, is the SDK's); a refused write
+/// reruns, the refused directory offered first.
+fn runtime_approval(backend: &str) -> (bool, bool) {
+    (matches!(backend, "bwrap" | "landlock"), false)
+}
+
+fn approval_line(backend: &str) -> &'static str {
+    match runtime_approval(backend) {
+        (true, _) => {
+            "approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: not yet, a refused write reruns (its directory offered first)"
+        }
+        (false, _) => {
+            "approve while it runs (exec --ask, acp): nothing; a refused host or write reruns (a write's directory offered first)"
+        }
+    }
+}
+
 pub(crate) fn probe(json: bool) -> anyhow::Result<ExitCode> {
     let report = provider(BackendPreference::Auto, Vec::new())
         .context("invalid sandbox settings")?
@@ -28,6 +50,18 @@ pub(crate) fn probe(json: bool) -> anyhow::Result<ExitCode> {
         if let Some(obj) = v.as_object_mut() {
             obj.insert("file_policy".into(), serde_json::to_value(&defaults)?);
             obj.insert("deny_read_beneath_workspace".into(), beneath.into());
+            let approval: serde_json::Map<String, serde_json::Value> = report
+                .backends
+                .iter()
+                .map(|b| {
+                    let (hosts, paths) = runtime_approval(&b.backend);
+                    (
+                        b.backend.to_owned(),
+                        serde_json::json!({ "hosts": hosts, "paths": paths }),
+                    )
+                })
+                .collect();
+            obj.insert("runtime_approval".into(), approval.into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -51,6 +85,7 @@ pub(crate) fn probe(json: bool) -> anyhow::Result<ExitCode> {
             for g in &b.gaps {
                 println!("           gap {}: {}", g.name, g.detail);
             }
+            println!("           {}", approval_line(&b.backend));
         }
         let shown: Vec<String> = defaults
             .deny_read

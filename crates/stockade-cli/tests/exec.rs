@@ -481,6 +481,19 @@ fn probe_reports_both_backends() {
         .collect();
     assert_eq!(names, ["bwrap", "landlock"]);
     assert_eq!(report["auto_selects"], "bwrap");
+    // What the front ends can approve while a command waits, per backend.
+    for b in ["bwrap", "landlock"] {
+        assert_eq!(
+            report["runtime_approval"][b],
+            serde_json::json!({ "hosts": true, "paths": false }),
+            "{report}"
+        );
+    }
+    assert_eq!(
+        text.matches("approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: not yet").count(),
+        2,
+        "{text}"
+    );
     assert_eq!(
         report["backends"][1]["runner"],
         Path::new(env!("CARGO_BIN_EXE_landlock-run"))
