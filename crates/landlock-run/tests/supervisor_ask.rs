@@ -395,6 +395,66 @@ fn allow_directory_covers_beneath_and_not_a_sibling() {
     }
 }
 
+/// A directory grant never lets the command plant what the user's tools
+/// run later: no dot-name is made, written or reached through beneath it
+/// (a new `.envrc`, a new `.git`, an existing repository's hooks and
+/// config), and those refusals ask nothing; ordinary names beneath it are
+/// written as the grant says.
+#[test]
+fn a_directory_grant_reaches_no_dot_name_beneath_it() {
+    if !python() {
+        return;
+    }
+    for who in users() {
+        let s = scratch(who, |_, out| {
+            fs::create_dir_all(out.join("d/repo/.git/hooks")).unwrap();
+            fs::write(out.join("d/repo/.git/config"), "").unwrap();
+        });
+        let d = s.out.join("d");
+        let script: Script = Box::new(|_, path| {
+            Some(if path.ends_with(b"/d/a") {
+                DIRECTORY
+            } else {
+                REFUSE
+            })
+        });
+        let refused = [
+            d.join(".envrc"),
+            d.join("sub/.git"),
+            d.join("repo/.git/config"),
+            d.join("repo/.git/hooks/post-commit"),
+            d.join("repo/.git/new"),
+        ];
+        let r = run(
+            who,
+            &s.ws,
+            &[],
+            Some(script),
+            &[
+                op("w", &d.join("a")),
+                op("w", &refused[0]),
+                op("m", &d.join("sub")),
+                op("m", &refused[1]),
+                op("a", &refused[2]),
+                op("w", &refused[3]),
+                op("m", &refused[4]),
+                op("w", &d.join("repo/src.txt")),
+            ],
+        );
+        let res = r.results();
+        for ok in [d.join("a"), d.join("sub"), d.join("repo/src.txt")] {
+            assert_eq!(res[&p(&ok)], "ok", "{who:?} {}", ok.display());
+        }
+        for no in &refused {
+            assert_eq!(res[&p(no)], "EACCES", "{who:?} {}", no.display());
+        }
+        assert_eq!(r.asked_paths(), [p(&d.join("a"))], "{who:?}");
+        assert!(!d.join(".envrc").exists() && !d.join("sub/.git").exists());
+        assert!(!d.join("repo/.git/hooks/post-commit").exists());
+        assert_eq!(fs::read(d.join("repo/.git/config")).unwrap(), b"");
+    }
+}
+
 /// A protected path in the root and a deny-read secret outside it are
 /// refused as today, never asked about, whatever the answerer would say.
 #[test]

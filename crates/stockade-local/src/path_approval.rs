@@ -25,9 +25,9 @@
 //! such a question is refused without asking. "Allow its directory" becomes
 //! "allow this path" for the home directory, any directory above it or
 //! above a `$PATH` entry, and a directory that already holds such a name.
-//! A directory grant still lets the command create such a name *beneath*
-//! it later (the grant is enforced by identity in `landlock-run`, which
-//! knows no names): a known gap, stated in the README.
+//! Beneath a directory grant, `landlock-run` itself refuses every
+//! dot-name (made, written or reached through), so a grant cannot be used
+//! to plant such a name there later either.
 //!
 //! Bounded by `landlock-run`: at most [`PathApproval::with_max_questions`]
 //! questions per command, one at a time, a place refused or timed out not

@@ -63,8 +63,11 @@ impl Fence {
             if self.protected.contains(&here) {
                 return Ok(Some(Class::Protected));
             }
-            if self.dirs.contains(&here) || self.is_granted_dir(&here) {
+            if self.dirs.contains(&here) {
                 return Ok(Some(Class::Inside));
+            }
+            if self.is_granted_dir(&here) {
+                return Ok(Some(Class::Granted));
             }
             let from = up.as_ref().map_or(dir, |fd| fd.as_fd());
             let next = fs::openat(from, c"..", dir_path(), Mode::empty())?;
@@ -140,6 +143,7 @@ impl Fence {
     ) -> Result<(), Errno> {
         match self.class_obj(obj, parent, data)? {
             Class::Inside => Ok(()),
+            Class::Granted => self.beneath_grant(None, None, Some(obj)),
             Class::Outside => self.outside(parent, name, Some(obj)),
             Class::Protected | Class::Denied => Err(Errno::ACCESS),
         }
@@ -149,6 +153,7 @@ impl Fence {
     pub(super) fn require_dir(&self, dir: BorrowedFd<'_>) -> Result<(), Errno> {
         match self.class_dir(dir)? {
             Class::Inside => Ok(()),
+            Class::Granted => self.beneath_grant(Some(dir), None, None),
             Class::Outside => self.outside(Some(dir), None, None),
             Class::Protected | Class::Denied => Err(Errno::ACCESS),
         }
@@ -159,6 +164,7 @@ impl Fence {
     pub(super) fn require_entry(&self, dir: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
         match self.class_dir(dir)? {
             Class::Inside => Ok(()),
+            Class::Granted => self.beneath_grant(Some(dir), Some(name), None),
             Class::Outside => self.outside(Some(dir), Some(name), None),
             Class::Protected | Class::Denied => Err(Errno::ACCESS),
         }

@@ -159,7 +159,60 @@ impl Fence {
                 return true;
             }
         }
-        matches!(self.class_dir(q.dir.as_fd()), Ok(Class::Inside))
+        matches!(
+            self.class_dir(q.dir.as_fd()),
+            Ok(Class::Inside | Class::Granted)
+        )
+    }
+
+    /// A call beneath a granted directory (`Class::Granted`): `dir` with the
+    /// entry `name`, or the object `obj` by its own name. Refused when a
+    /// name beneath the grant starts with a dot: what the user's tools run
+    /// later without asking (`.git` and its hooks, hook managers, `.envrc`,
+    /// editor and agent settings, rc files) lives under such names, and a
+    /// grant of a directory must not let a command plant it there for the
+    /// user's next `git status` or `cd`. The names are the kernel's current
+    /// ones for the held handles; every rename beneath a grant is performed
+    /// here under this same rule, so no dot-name can be made to look clean
+    /// and then be renamed back.
+    pub(super) fn beneath_grant(
+        &self,
+        dir: Option<BorrowedFd<'_>>,
+        name: Option<&CStr>,
+        obj: Option<&Obj>,
+    ) -> Result<(), Errno> {
+        if name.is_some_and(|n| n.to_bytes().first() == Some(&b'.')) {
+            return Err(Errno::ACCESS);
+        }
+        let place = match (dir, obj) {
+            (Some(d), _) => d,
+            (None, Some(o)) => o.fd.as_fd(),
+            (None, None) => return Err(Errno::ACCESS),
+        };
+        let here = fs::readlink(proc_fd_path(place), Vec::new())?.into_bytes();
+        let g = self.granted();
+        for held in g.dirs.values() {
+            let Ok(top) = fs::readlink(proc_fd_path(held.as_fd()), Vec::new()) else {
+                continue;
+            };
+            let top = top.as_bytes();
+            let rest = if here == top {
+                Some(&[][..])
+            } else if here.starts_with(top) && here.get(top.len()) == Some(&b'/') {
+                Some(&here[top.len() + 1..])
+            } else if top == b"/" && here.first() == Some(&b'/') {
+                Some(&here[1..])
+            } else {
+                None
+            };
+            if let Some(rest) = rest {
+                let dotted = rest.split(|b| *b == b'/').any(|c| c.first() == Some(&b'.'));
+                return if dotted { Err(Errno::ACCESS) } else { Ok(()) };
+            }
+        }
+        // Beneath a grant by identity, yet under none of their names now:
+        // nothing to judge the names by, so nothing is allowed.
+        Err(Errno::ACCESS)
     }
 
     /// Records the answer's grant; later calls are judged with it.

@@ -54,6 +54,11 @@ fn kind(st: &Stat) -> FileType {
 pub enum Class {
     /// Beneath a writable root and not protected.
     Inside,
+    /// Beneath a directory granted while the command ran (`--ask-fd`), and
+    /// not beneath a writable root: as `Inside`, except that nothing is
+    /// made, changed or reached through a dot-name beneath the grant (see
+    /// `grant::beneath_grant`).
+    Granted,
     /// A protected object or beneath a protected directory.
     Protected,
     /// A deny-read object or beneath a deny-read directory (and not beneath

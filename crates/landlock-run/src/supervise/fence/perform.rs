@@ -484,13 +484,13 @@ impl Fence {
         let served = matches!(kind(&obj.st), FileType::RegularFile | FileType::Directory);
         match class {
             Class::Denied => Err(Errno::ACCESS),
-            Class::Inside | Class::Protected if served => {
+            Class::Inside | Class::Granted | Class::Protected if served => {
                 let reopen = (requested - OFlags::CLOEXEC - OFlags::NOFOLLOW)
                     | OFlags::NOCTTY
                     | OFlags::CLOEXEC;
                 fs::open(obj.proc_path(), reopen, Mode::empty()).map(Some)
             }
-            Class::Inside | Class::Protected | Class::Outside => Ok(None),
+            Class::Inside | Class::Granted | Class::Protected | Class::Outside => Ok(None),
         }
     }
 
