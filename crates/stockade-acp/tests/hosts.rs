@@ -227,3 +227,69 @@ async fn reject_once_is_todays_refusal_and_is_logged() {
         assert_eq!(events[1]["answer"], "refused-once");
     }
 }
+
+/// A session-wide allow is forgotten when the user changes the session's
+/// mode: the next command asks again (Who::Me; the users' legs are above).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mode_change_forgets_the_sessions_host_answers() {
+    use agent_client_protocol::v1::schema::SetSessionModeRequest;
+    if !curl() {
+        return;
+    }
+    let srv = stockade_testkit::http::ok_server();
+    let script = vec![
+        call("call-1", "bash", bash(FETCH)),
+        say("done"),
+        call("call-2", "bash", bash(FETCH)),
+        say("done"),
+        call("call-3", "bash", bash(FETCH)),
+        say("done"),
+    ];
+    let Some(w) = World::new(script) else { return };
+    const PRESETS: Setup = Setup {
+        mode: "workspace-write",
+        approval: Some("ask"),
+        presets: true,
+    };
+    let server = w
+        .server_at(&PRESETS, &w.config_path(), &w.state, |t| {
+            t.replace(
+                "deny_read = []\n",
+                "deny_read = []\nnetwork = \"allow-listed\"\nallowed_hosts = [\"127.0.0.1\"]\n",
+            )
+        })
+        .env(
+            "STOCKADE_PROXY_RESOLVE",
+            &format!("other.test=127.0.0.1:{}", srv.port),
+        );
+    let seen = Arc::new(Seen::default());
+    let ws = w.ws.clone();
+    common::run(
+        server,
+        Answer::Pick("allow_always"),
+        seen.clone(),
+        async move |cx| {
+            let id = common::open_session(&cx, &ws).await?;
+            let asks = |n: &str| cx.send_request(common::prompt(&id, n)).block_task();
+            asks("first").await?;
+            // Remembered: the second command is not asked about.
+            asks("second").await?;
+            cx.send_request(SetSessionModeRequest::new(id.clone(), "danger-full-access"))
+                .block_task()
+                .await?;
+            cx.send_request(SetSessionModeRequest::new(id.clone(), "workspace-write"))
+                .block_task()
+                .await?;
+            asks("third").await?;
+            Ok(())
+        },
+    )
+    .await;
+    let asks: Vec<String> = seen
+        .asks()
+        .iter()
+        .map(|a| a.tool_call.tool_call_id.0.to_string())
+        .collect();
+    assert_eq!(asks, ["call-1", "call-3"]);
+    assert_eq!(srv.hits(), 3);
+}
