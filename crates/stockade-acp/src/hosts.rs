@@ -62,10 +62,11 @@ impl SessionHosts {
             approval,
             runtime: tokio::runtime::Handle::try_current().ok()?,
         });
-        local.set_host_approval(
-            Some(session.id().as_str()),
-            Some(HostApproval::new(asker, grants.clone()).with_timeout(comp.ask_timeout)),
-        );
+        let mut approval = HostApproval::new(asker, grants.clone()).with_timeout(comp.ask_timeout);
+        if let Some(n) = comp.ask_max_questions {
+            approval = approval.with_max_questions(n);
+        }
+        local.set_host_approval(Some(session.id().as_str()), Some(approval));
         Some(Self { grants })
     }
 

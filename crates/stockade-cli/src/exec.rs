@@ -193,8 +193,11 @@ fn ask_while_running(
     let desk = crate::ask::hosts::Desk::default();
     let asker = crate::ask::hosts::Asker::start(desk.clone())?;
     let grants = Arc::new(stockade_local::HostGrants::new());
-    let approval = stockade_local::HostApproval::new(Arc::new(asker), Arc::clone(&grants))
+    let mut approval = stockade_local::HostApproval::new(Arc::new(asker), Arc::clone(&grants))
         .with_timeout(sandbox.ask_timeout);
+    if let Some(n) = sandbox.ask_max_questions {
+        approval = approval.with_max_questions(n);
+    }
     sandbox.provider.set_host_approval(None, Some(approval));
     Some((desk, grants))
 }

@@ -191,3 +191,62 @@ fn no_answer_in_time_refuses() {
     assert!(text.contains(MARKER), "{text}");
     assert_eq!(srv.hits(), 0, "{text}");
 }
+
+/// `[approval] max_questions` bounds the questions of one command: past it
+/// an unlisted host is refused as today, unasked.
+#[test]
+fn the_config_bounds_the_questions_of_one_command() {
+    if !tools() {
+        return;
+    }
+    for backend in backends() {
+        let s = scratch(Who::Me);
+        let srv = stockade_testkit::http::ok_server();
+        let config = s.ws.parent().unwrap().join("stockade.toml");
+        fs::write(&config, "[sandbox]\n[approval]\nmax_questions = 1\n").unwrap();
+        let args = format!(
+            "--backend {backend} {FLAGS} --config {} --ask-timeout 2",
+            config.display()
+        );
+        // other.test asked and allowed; third.test over the bound.
+        let script = "curl -sS -m 60 http://other.test/; echo; curl -sS -m 60 http://third.test/; echo; echo done";
+        let cmd = format!(
+            "{} exec {args} -- sh -c '{script}'",
+            env!("CARGO_BIN_EXE_stockade")
+        );
+        let child = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("XDG_RUNTIME_DIR", &s.state)
+            .env("HOME", &s.state)
+            .env(
+                "STOCKADE_PROXY_RESOLVE",
+                format!(
+                    "other.test=127.0.0.1:{0},third.test=127.0.0.1:{0}",
+                    srv.port
+                ),
+            )
+            .env_remove("TMPDIR")
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .current_dir(&s.ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = stockade_testkit::prompt::answer_when_asked(child, QUESTION, "y");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(QUESTION), "{backend}: {text}");
+        assert!(
+            !text.contains("allow network access to third.test"),
+            "{backend}: {text}"
+        );
+        assert!(
+            text.contains(
+                "[sandbox: network access to third.test denied under allow-listed network]"
+            ),
+            "{backend}: {text}"
+        );
+        assert_eq!(srv.hits(), 1, "{backend}: {text}");
+    }
+}

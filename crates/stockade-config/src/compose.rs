@@ -112,6 +112,9 @@ pub struct Composition<M> {
     /// How long a question asked while a command waits is held for an
     /// answer (`[approval] timeout_ms`, else [`crate::ASK_TIMEOUT`]).
     pub ask_timeout: Duration,
+    /// How many questions one command may cause (`[approval]
+    /// max_questions`, else the proxy's default).
+    pub ask_max_questions: Option<usize>,
     log: Log,
 }
 
@@ -356,6 +359,7 @@ pub fn agent<M>(
         provider,
         local,
         ask_timeout: crate::sandbox::ask_timeout(&crate::Overrides::default(), Some(config)),
+        ask_max_questions: crate::sandbox::ask_max_questions(Some(config)),
         log,
     })
 }

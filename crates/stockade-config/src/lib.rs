@@ -33,8 +33,8 @@ pub use mode::{
 };
 pub use overrides::Overrides;
 pub use sandbox::{
-    ASK_TIMEOUT, InvocationError, Sandbox, ask_timeout, local_settings, policy_service, provider,
-    sandbox,
+    ASK_TIMEOUT, InvocationError, Sandbox, ask_max_questions, ask_timeout, local_settings,
+    policy_service, provider, sandbox,
 };
 pub use schema::{
     AgentSection, ApprovalSection, BashSection, Config, ConfigError, DEFAULT_PROTECT, ENV_CONFIG,

@@ -103,6 +103,9 @@ pub struct Sandbox {
     /// list, under `--ask`) is held for an answer: `--ask-timeout`, else
     /// the config's `approval.timeout_ms`, else [`ASK_TIMEOUT`].
     pub ask_timeout: Duration,
+    /// How many questions one run may cause: the config's `[approval]
+    /// max_questions`, else the proxy's default.
+    pub ask_max_questions: Option<usize>,
 }
 
 /// How long a question asked while a command runs waits for an answer
@@ -254,6 +257,7 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
     ));
     let executor = SandboxedExecutor::new(provider.clone(), policy.resolve(None, None));
     let ask_timeout = ask_timeout(overrides, config);
+    let ask_max_questions = ask_max_questions(config);
     Ok(Sandbox {
         provider,
         policy,
@@ -262,6 +266,7 @@ pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
         workdir,
         escalate_to,
         ask_timeout,
+        ask_max_questions,
     })
 }
 
@@ -277,6 +282,13 @@ pub fn ask_timeout(overrides: &Overrides, config: Option<&Config>) -> Duration {
                 .map(Duration::from_millis)
         })
         .unwrap_or(ASK_TIMEOUT)
+}
+
+/// `[approval] max_questions` (validated non-zero at load).
+pub fn ask_max_questions(config: Option<&Config>) -> Option<usize> {
+    config
+        .and_then(|c| c.approval.as_ref())
+        .and_then(|a| a.max_questions)
 }
 
 /// The policy service both front ends resolve every call through, for

@@ -205,6 +205,9 @@ pub struct ApprovalSection {
     /// How long a question asked while a command runs (a host not on the
     /// list) waits for an answer before it is refused; default 60 s.
     pub timeout_ms: Option<u64>,
+    /// How many such questions one command may cause; past it, refusals
+    /// as without approval. Default 8.
+    pub max_questions: Option<usize>,
 }
 
 fn default_approval() -> ApprovalPolicy {
@@ -416,6 +419,12 @@ impl Config {
         if self.approval.as_ref().and_then(|a| a.timeout_ms) == Some(0) {
             return Err(invalid(
                 "approval.timeout_ms",
+                "must be greater than zero".into(),
+            ));
+        }
+        if self.approval.as_ref().and_then(|a| a.max_questions) == Some(0) {
+            return Err(invalid(
+                "approval.max_questions",
                 "must be greater than zero".into(),
             ));
         }

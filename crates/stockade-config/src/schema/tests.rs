@@ -217,6 +217,10 @@ mod parse {
                 "[sandbox]\n[approval]\ntimeout_ms = 0\n",
             ),
             (
+                "approval max_questions = 0",
+                "[sandbox]\n[approval]\nmax_questions = 0\n",
+            ),
+            (
                 "an unknown hook event",
                 "[sandbox]\n[[hooks]]\nevent = \"pre_commit\"\ncommand = \"true\"\n",
             ),
