@@ -86,15 +86,17 @@ mod imp {
             }
             let (tx, rx) = std::sync::mpsc::channel();
             *self.divert.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
-            let mut err = std::io::stderr().lock();
             // Raw mode: a line ends with CR LF, and ours starts on its own.
-            let _ = write!(err, "\r\n{question} ");
-            let _ = err.flush();
+            // Not held while waiting: nothing else of ours waits on it.
+            let say = |text: &str| {
+                let mut err = std::io::stderr().lock();
+                let _ = err.write_all(text.as_bytes());
+                let _ = err.flush();
+            };
+            say(&format!("\r\n{question} "));
             let key = first_key(&rx, wanted);
             *self.divert.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            let _ = write!(err, "\r\n");
-            let _ = err.flush();
-            drop(err);
+            say("\r\n");
             if let Some(s) = &slave {
                 let _ = rustix::termios::tcflow(s, rustix::termios::Action::OOn);
             }
