@@ -77,19 +77,25 @@ fn yes(question: &str) -> bool {
     matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
-/// `--ask` while the command runs (Linux: bwrap and Landlock): a host not
-/// on the list is asked about
-/// on the caller's terminal while its connection waits (see
-/// `stockade_local::HostApproval`).
+/// `--ask` while the command runs (Linux): a host not on the list (bwrap
+/// and Landlock; see `stockade_local::HostApproval`) and, under supervised
+/// Landlock, a path outside the writable roots (see
+/// `stockade_local::PathApproval`) are asked about on the caller's
+/// terminal while the command waits, one question at a time.
 #[cfg(target_os = "linux")]
-pub(crate) mod hosts {
+pub(crate) mod running {
     use std::io::Write;
     use std::os::fd::AsFd;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::PathBuf;
     use std::sync::mpsc::Sender;
     use std::sync::{Arc, Mutex, PoisonError};
 
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    use stockade_local::{HostAnswer, HostApprover, HostQuestion, HostReply};
+    use stockade_local::{
+        HostAnswer, HostApprover, HostQuestion, HostReply, PathAnswer, PathApprover, PathOp,
+        PathQuestion, PathReply,
+    };
 
     use crate::terminal::Prompt;
 
@@ -111,69 +117,172 @@ pub(crate) mod hosts {
         }
     }
 
-    /// The approver the proxy calls: it hands each question to one thread
-    /// that asks them in turn (the proxy's thread must not wait).
+    /// One question from either seam, with where its answer goes.
+    enum Question {
+        Host(HostQuestion, HostReply),
+        Path(PathQuestion, PathReply),
+    }
+
+    /// The approver the proxy and the path channel call: it hands each
+    /// question to one thread that asks them in turn (neither caller's
+    /// thread may wait), so a host and a path question never share the
+    /// terminal at once.
     pub(crate) struct Asker {
-        questions: Sender<(HostQuestion, HostReply)>,
+        questions: Sender<Question>,
+        /// The paths the user refused while a command waited: not offered
+        /// again as a narrower retry.
+        refused_paths: Arc<Mutex<Vec<PathBuf>>>,
     }
 
     impl Asker {
         /// `None` when the asking thread cannot be started (then nothing
         /// is asked: refusals as without `--ask`).
         pub(crate) fn start(desk: Desk) -> Option<Self> {
-            let (tx, rx) = std::sync::mpsc::channel::<(HostQuestion, HostReply)>();
+            let (tx, rx) = std::sync::mpsc::channel::<Question>();
+            let refused_paths: Arc<Mutex<Vec<PathBuf>>> = Arc::default();
+            let refused = Arc::clone(&refused_paths);
             std::thread::Builder::new()
-                .name("host-questions".into())
+                .name("run-questions".into())
                 .spawn(move || {
-                    for (question, reply) in rx {
-                        // Withdrawn while an earlier one was asked.
-                        if !reply.is_pending() {
-                            continue;
+                    for question in rx {
+                        match question {
+                            Question::Host(q, reply) => {
+                                // Withdrawn while an earlier one was asked.
+                                if !reply.is_pending() {
+                                    continue;
+                                }
+                                let key = ask(&desk, &host_text(&q), &|| reply.is_pending());
+                                reply.answer(host_answer(key));
+                            }
+                            Question::Path(q, reply) => {
+                                if !reply.is_pending() {
+                                    continue;
+                                }
+                                let key = ask(&desk, &path_text(&q), &|| reply.is_pending());
+                                let answer = path_answer(key);
+                                if answer == PathAnswer::Refuse && key.is_some() {
+                                    refused
+                                        .lock()
+                                        .unwrap_or_else(PoisonError::into_inner)
+                                        .push(q.path);
+                                }
+                                reply.answer(answer);
+                            }
                         }
-                        let answer = ask(&desk, &question, &reply);
-                        reply.answer(answer);
                     }
                 })
                 .ok()?;
-            Some(Self { questions: tx })
+            Some(Self {
+                questions: tx,
+                refused_paths,
+            })
+        }
+
+        /// The paths the user answered no about so far.
+        pub(crate) fn refused_paths(&self) -> Vec<PathBuf> {
+            self.refused_paths
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
         }
     }
 
     impl HostApprover for Asker {
         fn ask(&self, question: HostQuestion, reply: HostReply) {
             // The thread gone: the reply is dropped, which refuses.
-            let _ = self.questions.send((question, reply));
+            let _ = self.questions.send(Question::Host(question, reply));
         }
     }
 
-    /// The question as the user reads it.
-    pub(crate) fn text(q: &HostQuestion) -> String {
+    impl PathApprover for Asker {
+        fn ask(&self, question: PathQuestion, reply: PathReply) {
+            // The thread gone: the reply is dropped, which refuses.
+            let _ = self.questions.send(Question::Path(question, reply));
+        }
+    }
+
+    /// `bytes` as the user's terminal may show them: printable ASCII as
+    /// is, a backslash doubled, every other byte `\xNN`. A name may hold
+    /// any byte but `/` and NUL, and the command chooses it: raw, an
+    /// escape sequence in it could redraw the question.
+    pub(crate) fn shown(bytes: &[u8]) -> String {
+        let mut out = String::with_capacity(bytes.len());
+        for &b in bytes {
+            match b {
+                b'\\' => out.push_str("\\\\"),
+                0x20..=0x7e => out.push(char::from(b)),
+                _ => out.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        out
+    }
+
+    /// The host question as the user reads it.
+    pub(crate) fn host_text(q: &HostQuestion) -> String {
         format!(
             "stockade: allow network access to {}:{}? [o]nce / [s]ession / [N]o",
-            q.host, q.port
+            shown(q.host.as_bytes()),
+            q.port
         )
     }
 
-    /// A key (or the first letter of a line) as an answer: `y` or `o` is
-    /// once, `s` the rest of this invocation, anything else no.
-    pub(crate) fn read_answer(key: u8) -> HostAnswer {
-        match key.to_ascii_lowercase() {
-            b'y' | b'o' => HostAnswer::AllowOnce,
-            b's' => HostAnswer::AllowForSession,
+    /// The path question as the user reads it.
+    pub(crate) fn path_text(q: &PathQuestion) -> String {
+        format!(
+            "stockade: allow writing {} ({})? [o]nce this path / [d]irectory / [N]o",
+            shown(q.path.as_os_str().as_bytes()),
+            op_name(q.op)
+        )
+    }
+
+    fn op_name(op: PathOp) -> String {
+        match op {
+            PathOp::Write => "write".into(),
+            PathOp::Mkdir => "mkdir".into(),
+            PathOp::Mknod => "mknod".into(),
+            PathOp::Symlink => "symlink".into(),
+            PathOp::Remove => "remove".into(),
+            PathOp::Rename => "rename".into(),
+            PathOp::Link => "link".into(),
+            PathOp::Truncate => "truncate".into(),
+            PathOp::Chmod => "chmod".into(),
+            PathOp::Chown => "chown".into(),
+            PathOp::Utimes => "utimes".into(),
+            PathOp::SetXattr => "setxattr".into(),
+            PathOp::RemoveXattr => "removexattr".into(),
+            PathOp::Other(code) => format!("operation {code}"),
+            // A kind added later: named by what the seam says of it.
+            other => format!("{other:?}").to_ascii_lowercase(),
+        }
+    }
+
+    /// A key (or the first letter of a line) as a host answer: `y` or `o`
+    /// is once, `s` the rest of this invocation, anything else (or no key:
+    /// no one waits any more) no.
+    pub(crate) fn host_answer(key: Option<u8>) -> HostAnswer {
+        match key.map(|k| k.to_ascii_lowercase()) {
+            Some(b'y' | b'o') => HostAnswer::AllowOnce,
+            Some(b's') => HostAnswer::AllowForSession,
             _ => HostAnswer::Refuse,
         }
     }
 
-    fn ask(desk: &Desk, q: &HostQuestion, reply: &HostReply) -> HostAnswer {
-        let wanted = || reply.is_pending();
-        let key = match desk.prompt() {
-            Some(p) => p.ask(&text(q), &wanted),
-            None => ask_tty(&text(q), &wanted),
-        };
-        match key {
-            Some(k) => read_answer(k),
-            // No one waits any more; what is sent is ignored.
-            None => HostAnswer::Refuse,
+    /// A key as a path answer: `y` or `o` is this path, `d` its directory
+    /// (both for the rest of the command), anything else no.
+    pub(crate) fn path_answer(key: Option<u8>) -> PathAnswer {
+        match key.map(|k| k.to_ascii_lowercase()) {
+            Some(b'y' | b'o') => PathAnswer::AllowPath,
+            Some(b'd') => PathAnswer::AllowDirectory,
+            _ => PathAnswer::Refuse,
+        }
+    }
+
+    /// `text` on the run's pty session, else on `/dev/tty`; the key
+    /// typed, or `None` once `wanted` says no one waits any more.
+    fn ask(desk: &Desk, text: &str, wanted: &dyn Fn() -> bool) -> Option<u8> {
+        match desk.prompt() {
+            Some(p) => p.ask(text, wanted),
+            None => ask_tty(text, wanted),
         }
     }
 
@@ -209,5 +318,28 @@ pub(crate) mod hosts {
         let mut buf = [0u8; 256];
         let n = rustix::io::read(tty.as_fd(), &mut buf).ok()?;
         buf[..n].iter().copied().find(|b| !b.is_ascii_whitespace())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_path_is_shown_without_raw_control_bytes() {
+            assert_eq!(
+                shown(b"/tmp/a\x1b[2Jb\\c\n\xff"),
+                "/tmp/a\\x1b[2Jb\\\\c\\x0a\\xff"
+            );
+        }
+
+        #[test]
+        fn keys_answer_paths() {
+            assert_eq!(path_answer(Some(b'y')), PathAnswer::AllowPath);
+            assert_eq!(path_answer(Some(b'O')), PathAnswer::AllowPath);
+            assert_eq!(path_answer(Some(b'd')), PathAnswer::AllowDirectory);
+            assert_eq!(path_answer(Some(b'n')), PathAnswer::Refuse);
+            assert_eq!(path_answer(Some(b's')), PathAnswer::Refuse);
+            assert_eq!(path_answer(None), PathAnswer::Refuse);
+        }
     }
 }

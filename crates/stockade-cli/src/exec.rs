@@ -36,7 +36,7 @@ enum Outcome {
 /// Where questions asked while a run waits are shown (`--ask` at a
 /// terminal): the run's pty session is handed to it while it lasts.
 #[cfg(target_os = "linux")]
-type Desk = Option<crate::ask::hosts::Desk>;
+type Desk = Option<crate::ask::running::Desk>;
 #[cfg(not(target_os = "linux"))]
 type Desk = Option<std::convert::Infallible>;
 
@@ -179,50 +179,89 @@ fn retry_offer(
 }
 
 /// What `--ask` at a terminal asks while a run waits: hosts not on the
-/// list, on the caller's terminal, for this invocation's runs (the retry
-/// too). The grants are this invocation's: nothing outlives it.
+/// list and, under supervised Landlock, paths outside the writable roots,
+/// on the caller's terminal, for this invocation's runs (the retry too).
+/// The grants are this invocation's: nothing outlives it (a path grant
+/// not even its command).
 #[cfg(target_os = "linux")]
-fn ask_while_running(
-    sandbox: &Sandbox,
-    args: &ExecArgs,
-) -> Option<(crate::ask::hosts::Desk, Arc<stockade_local::HostGrants>)> {
+struct Asking {
+    desk: crate::ask::running::Desk,
+    grants: Arc<stockade_local::HostGrants>,
+    asker: Arc<crate::ask::running::Asker>,
+}
+
+#[cfg(target_os = "linux")]
+fn ask_while_running(sandbox: &Sandbox, args: &ExecArgs) -> Option<Asking> {
     use std::io::IsTerminal;
     if !args.ask || !std::io::stdin().is_terminal() {
         return None;
     }
-    let desk = crate::ask::hosts::Desk::default();
-    let asker = crate::ask::hosts::Asker::start(desk.clone())?;
+    let desk = crate::ask::running::Desk::default();
+    let asker = Arc::new(crate::ask::running::Asker::start(desk.clone())?);
     let grants = Arc::new(stockade_local::HostGrants::new());
-    let mut approval = stockade_local::HostApproval::new(Arc::new(asker), Arc::clone(&grants))
+    let mut hosts = stockade_local::HostApproval::new(asker.clone(), Arc::clone(&grants))
         .with_timeout(sandbox.ask_timeout);
+    // The same bounds for paths: one answerer, one setting.
+    let mut paths =
+        stockade_local::PathApproval::new(asker.clone()).with_timeout(sandbox.ask_timeout);
     if let Some(n) = sandbox.ask_max_questions {
-        approval = approval.with_max_questions(n);
+        hosts = hosts.with_max_questions(n);
+        paths = paths.with_max_questions(u32::try_from(n).unwrap_or(u32::MAX));
     }
-    sandbox.provider.set_host_approval(None, Some(approval));
-    Some((desk, grants))
+    sandbox.provider.set_host_approval(None, Some(hosts));
+    // Only where writing outside the roots is what the mode refuses: under
+    // read-only the mode itself forbids the write, and its widening is the
+    // retry offered after the run.
+    if sandbox.policy.default_mode() == SandboxMode::WorkspaceWrite {
+        sandbox.provider.set_path_approval(None, Some(paths));
+    }
+    Some(Asking {
+        desk,
+        grants,
+        asker,
+    })
 }
 
 #[cfg(not(target_os = "linux"))]
-fn ask_while_running(
-    _: &Sandbox,
-    _: &ExecArgs,
-) -> Option<(std::convert::Infallible, std::convert::Infallible)> {
+fn ask_while_running(_: &Sandbox, _: &ExecArgs) -> Option<std::convert::Infallible> {
     None
 }
 
 #[cfg(target_os = "linux")]
-fn refused_by_user(
-    asking: &Option<(crate::ask::hosts::Desk, Arc<stockade_local::HostGrants>)>,
-) -> Vec<String> {
+fn desk_of(asking: &Option<Asking>) -> Desk {
+    asking.as_ref().map(|a| a.desk.clone())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn desk_of(_: &Option<std::convert::Infallible>) -> Desk {
+    None
+}
+
+#[cfg(target_os = "linux")]
+fn refused_by_user(asking: &Option<Asking>) -> Vec<String> {
     asking
         .as_ref()
-        .map(|(_, g)| g.refused())
+        .map(|a| a.grants.refused())
         .unwrap_or_default()
 }
 
 #[cfg(not(target_os = "linux"))]
 fn refused_by_user<T>(_: &Option<T>) -> Vec<String> {
     Vec::new()
+}
+
+/// Whether the user, asked while the command waited, already said no to
+/// writing a path beneath `dir`: then `dir` is not offered as a retry.
+#[cfg(target_os = "linux")]
+fn path_refused_beneath(asking: &Option<Asking>, dir: &Path) -> bool {
+    asking
+        .as_ref()
+        .is_some_and(|a| a.asker.refused_paths().iter().any(|p| p.starts_with(dir)))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn path_refused_beneath<T>(_: &Option<T>, _: &Path) -> bool {
+    false
 }
 
 fn print_json(r: &ShellResult, retried: Option<&ShellResult>) -> anyhow::Result<()> {
@@ -253,7 +292,7 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let mode = policy.default_mode();
     let network = policy.effective_network(None);
     let asking = ask_while_running(&sandbox, &args);
-    let desk = asking.as_ref().map(|(d, _)| d.clone());
+    let desk = desk_of(&asking);
     let first = match run_once(exec, &args, workdir, policy.resolve(None, None), &desk).await {
         Outcome::Finished(r) => r,
         Outcome::Unavailable(code) => {
@@ -279,6 +318,7 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // accepted, it is the invocation's one retry.
     if args.ask
         && let Some(dir) = narrower(&sandbox, &first)
+        && !path_refused_beneath(&asking, &dir)
         && crate::ask::ask_narrower(&dir)
     {
         let mut wider = policy.resolve(None, None);

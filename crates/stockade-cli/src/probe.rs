@@ -14,17 +14,24 @@ use crate::provider::provider;
 /// command of `backend` waits: (hosts, paths). Hosts: every connection of
 /// a Linux backend passes stockade's proxy, which holds an unlisted host
 /// while it asks (`exec --ask` at a terminal, `acp` with `[approval]`).
-/// Paths: neither front end mounts a path approval yet (the Landlock
-/// provider's own, `path-approval` above, is the SDK's); a refused write
-/// reruns, the refused directory offered first.
+/// Paths: only supervised Landlock has a channel (`path-approval` above),
+/// and only `exec --ask` under workspace-write mounts it; `acp` does not
+/// yet. Elsewhere a refused write reruns, the refused directory offered
+/// first.
 fn runtime_approval(backend: &str) -> (bool, bool) {
-    (matches!(backend, "bwrap" | "landlock"), false)
+    (
+        matches!(backend, "bwrap" | "landlock"),
+        backend == "landlock",
+    )
 }
 
 fn approval_line(backend: &str) -> &'static str {
     match runtime_approval(backend) {
-        (true, _) => {
-            "approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: not yet, a refused write reruns (its directory offered first)"
+        (true, true) => {
+            "approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: exec --ask under workspace-write when supervised, the write held while asked (acp: not yet, a refused write reruns, its directory offered first)"
+        }
+        (true, false) => {
+            "approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: no channel, a refused write reruns (its directory offered first)"
         }
         (false, _) => {
             "approve while it runs (exec --ask, acp): nothing; a refused host or write reruns (a write's directory offered first)"

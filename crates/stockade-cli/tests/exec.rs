@@ -482,18 +482,20 @@ fn probe_reports_both_backends() {
     assert_eq!(names, ["bwrap", "landlock"]);
     assert_eq!(report["auto_selects"], "bwrap");
     // What the front ends can approve while a command waits, per backend.
-    for b in ["bwrap", "landlock"] {
+    for (b, paths) in [("bwrap", false), ("landlock", true)] {
         assert_eq!(
             report["runtime_approval"][b],
-            serde_json::json!({ "hosts": true, "paths": false }),
+            serde_json::json!({ "hosts": true, "paths": paths }),
             "{report}"
         );
     }
     assert_eq!(
-        text.matches("approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: not yet").count(),
+        text.matches("approve while it runs (exec --ask at a terminal, acp with [approval]): hosts, held while asked; paths: ").count(),
         2,
         "{text}"
     );
+    assert!(text.contains("paths: no channel, a refused write reruns"), "{text}");
+    assert!(text.contains("paths: exec --ask under workspace-write when supervised"), "{text}");
     assert_eq!(
         report["backends"][1]["runner"],
         Path::new(env!("CARGO_BIN_EXE_landlock-run"))
