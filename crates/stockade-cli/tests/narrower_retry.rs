@@ -64,7 +64,7 @@ fn scratch(who: Who) -> Scratch {
 /// shows (a second question then reads the end of input: no).
 fn at_terminal(s: &Scratch, backend: &str, question: &str, answer: &str) -> Output {
     let cmd = format!(
-        "{} exec --backend {backend} --mode workspace-write --ask -- sh -c 'echo x >> count; echo y > {}/f'",
+        "{} exec --backend {backend} --mode workspace-write --ask --ask-timeout 1 -- sh -c 'echo x >> count; echo y > {}/f'",
         env!("CARGO_BIN_EXE_stockade"),
         s.out.display()
     );
