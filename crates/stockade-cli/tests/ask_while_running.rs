@@ -234,7 +234,12 @@ fn the_config_bounds_the_questions_of_one_command() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = stockade_testkit::prompt::answer_when_asked(child, QUESTION, "y");
+        // third.test's refusal ends the run with the wider retry offered:
+        // declined, never left to what the terminal makes of an end of file.
+        let out = stockade_testkit::prompt::answer_in_turn(
+            child,
+            &[(QUESTION, "y"), ("retry this command once", "n\n")],
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(QUESTION), "{backend}: {text}");
         assert!(

@@ -60,9 +60,9 @@ fn scratch(who: Who) -> Scratch {
     }
 }
 
-/// `stockade exec` at a terminal of its own, `answer` typed once `question`
-/// shows (a second question then reads the end of input: no).
-fn at_terminal(s: &Scratch, backend: &str, question: &str, answer: &str) -> Output {
+/// `stockade exec` at a terminal of its own, each answer typed once its
+/// question shows.
+fn at_terminal(s: &Scratch, backend: &str, turns: &[(&str, &str)]) -> Output {
     let cmd = format!(
         "{} exec --backend {backend} --mode workspace-write --ask --ask-timeout 1 -- sh -c 'echo x >> count; echo y > {}/f'",
         env!("CARGO_BIN_EXE_stockade"),
@@ -81,7 +81,7 @@ fn at_terminal(s: &Scratch, backend: &str, question: &str, answer: &str) -> Outp
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    stockade_testkit::prompt::answer_when_asked(child, question, answer)
+    stockade_testkit::prompt::answer_in_turn(child, turns)
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn the_refused_directory_is_offered_before_a_wider_mode() {
                 "retry this command once with {} writable too? [y/N]",
                 s.out.display()
             );
-            let out = at_terminal(&s, backend, &narrower, "y\n");
+            let out = at_terminal(&s, backend, &[(&narrower, "y\n")]);
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(text.contains(&narrower), "{tag}: {text}");
             assert!(!text.contains("danger-full-access?"), "{tag}: {text}");
@@ -112,13 +112,11 @@ fn the_refused_directory_is_offered_before_a_wider_mode() {
                 "retry this command once with {} writable too? [y/N]",
                 s.out.display()
             );
-            let out = at_terminal(&s, backend, &narrower, "n\n");
+            let wider = "retry this command once under danger-full-access? [y/N]";
+            let out = at_terminal(&s, backend, &[(&narrower, "n\n"), (wider, "n\n")]);
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(text.contains(&narrower), "{tag}: {text}");
-            assert!(
-                text.contains("retry this command once under danger-full-access? [y/N]"),
-                "{tag}: {text}"
-            );
+            assert!(text.contains(wider), "{tag}: {text}");
             assert!(!s.out.join("f").exists(), "{tag}: {text}");
             assert_eq!(fs::read_to_string(s.ws.join("count")).unwrap(), "x\n");
         }

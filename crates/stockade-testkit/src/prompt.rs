@@ -11,21 +11,41 @@ use std::time::Duration;
 /// or a minute passes), type `answer` on its stdin, close it, and return
 /// everything the child printed with its status. The child's stdin and
 /// stdout must be piped.
-pub fn answer_when_asked(mut child: Child, question: &str, answer: &str) -> Output {
+pub fn answer_when_asked(child: Child, question: &str, answer: &str) -> Output {
+    answer_in_turn(child, &[(question, answer)])
+}
+
+/// [`answer_when_asked`] for several questions in turn: each answer is
+/// typed once its question shows after the previous answer was typed
+/// (never ahead: the command owns the terminal meanwhile). stdin is closed
+/// only after the last answer, so no question is left to whatever the
+/// terminal makes of an end of file.
+pub fn answer_in_turn(mut child: Child, turns: &[(&str, &str)]) -> Output {
     let mut stdout = child.stdout.take().expect("the child's stdout is piped");
-    let question = question.to_owned();
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
     let reader = std::thread::spawn(move || {
         let (mut all, mut buf) = (Vec::new(), [0u8; 4096]);
         while let Ok(n @ 1..) = stdout.read(&mut buf) {
             all.extend_from_slice(&buf[..n]);
-            let _ = tx.send(String::from_utf8_lossy(&all).contains(&question));
+            let _ = tx.send(buf[..n].to_vec());
         }
         all
     });
     let mut stdin = child.stdin.take().expect("the child's stdin is piped");
-    while let Ok(false) = rx.recv_timeout(Duration::from_secs(60)) {}
-    let _ = stdin.write_all(answer.as_bytes());
+    // What was printed since the last answer was typed.
+    let mut since = Vec::new();
+    for (question, answer) in turns {
+        let shown = |since: &[u8]| String::from_utf8_lossy(since).contains(question);
+        while !shown(&since) {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(chunk) => since.extend_from_slice(&chunk),
+                Err(_) => break,
+            }
+        }
+        since.clear();
+        let _ = stdin.write_all(answer.as_bytes());
+        let _ = stdin.flush();
+    }
     drop(stdin);
     let printed = reader.join().expect("the reader thread");
     let mut out = child.wait_with_output().expect("the child is waited for");
