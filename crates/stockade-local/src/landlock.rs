@@ -53,6 +53,11 @@ impl Landlock<'_> {
         if !p.host_facts().supervised || run.prepared.profile.unsupervised {
             return Ok(());
         }
+        // Read-only forbids every write, the workspace's too: a refusal
+        // there is the mode's, never a place outside the roots to ask about.
+        if policy.mode != stockade_core::ConfiningMode::WorkspaceWrite {
+            return Ok(());
+        }
         let Some(approval) = p.path_approval(policy.session.as_deref()) else {
             return Ok(());
         };

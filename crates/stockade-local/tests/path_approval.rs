@@ -183,4 +183,10 @@ fn inner() {
         .confine(&argv, &policy.clone().with_session(None))
         .unwrap();
     assert!(!c.argv.iter().any(|a| a == "--ask-fd"), "{:?}", c.argv);
+    drop(c);
+    // Read-only refuses every write, the workspace's too: nothing to ask.
+    let read_only =
+        SandboxPolicy::new(ConfiningMode::ReadOnly, &ws).with_session(Some(SESSION.to_owned()));
+    let c = provider.confine(&argv, &read_only).unwrap();
+    assert!(!c.argv.iter().any(|a| a == "--ask-fd"), "{:?}", c.argv);
 }
