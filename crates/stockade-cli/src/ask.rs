@@ -23,8 +23,9 @@ impl Answerer for TerminalAnswerer {
         request: &'a ApprovalRequest,
     ) -> BoxFuture<'a, Option<ApprovalOutcome>> {
         let mode = (request.target != self.mode).then_some(request.target);
+        let network = request.network;
         Box::pin(async move {
-            Some(if ask(mode, request.network) {
+            Some(if on_a_thread(move || ask(mode, network)).await {
                 ApprovalOutcome::AllowedOnce
             } else {
                 ApprovalOutcome::Rejected
@@ -45,11 +46,20 @@ fn ask(mode: Option<SandboxMode>, network: Option<NetworkMode>) -> bool {
 }
 
 /// The narrower retry: `dir` writable besides the run's roots, once.
-pub(crate) fn ask_narrower(dir: &Path) -> bool {
-    yes(&format!(
+pub(crate) async fn ask_narrower(dir: &Path) -> bool {
+    let question = format!(
         "stockade: retry this command once with {} writable too? [y/N] ",
         dir.display()
-    ))
+    );
+    on_a_thread(move || yes(&question)).await
+}
+
+/// A question read off the terminal on a thread of its own, so that the
+/// caller can give it up on a signal (see `exec::unless_interrupted`): a
+/// read of the terminal cannot be cancelled, and the runtime's signal
+/// handlers keep the default action from ending us meanwhile.
+async fn on_a_thread(question: impl FnOnce() -> bool + Send + 'static) -> bool {
+    tokio::task::spawn_blocking(question).await.unwrap_or(false)
 }
 
 /// `question` on the terminal; anything but yes (or no terminal at all) is

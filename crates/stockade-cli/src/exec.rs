@@ -319,7 +319,10 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     if args.ask
         && let Some(dir) = narrower(&sandbox, &first)
         && !path_refused_beneath(&asking, &dir)
-        && crate::ask::ask_narrower(&dir)
+        && match unless_interrupted(crate::ask::ask_narrower(&dir)).await {
+            Ok(yes) => yes,
+            Err(code) => return Ok(code),
+        }
     {
         let mut wider = policy.resolve(None, None);
         wider.files.writable_roots.push(dir);
@@ -335,9 +338,11 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
         (None, None) => false,
         (file, net) => {
             let answerer = Arc::new(TerminalAnswerer { mode });
-            sandbox
-                .retry_approved(answerer, &args.command, file.unwrap_or(mode), net)
-                .await
+            let asked = sandbox.retry_approved(answerer, &args.command, file.unwrap_or(mode), net);
+            match unless_interrupted(asked).await {
+                Ok(yes) => yes,
+                Err(code) => return Ok(code),
+            }
         }
     };
     if !approved {
@@ -352,6 +357,19 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let to = file_to.unwrap_or(mode);
     let wider = policy.resolve_with_network(None, Some(to), net_to);
     retry(exec, &args, workdir, wider, &desk, &first).await
+}
+
+/// A question at the terminal, given up when SIGINT, SIGTERM or SIGHUP
+/// comes meanwhile: the run ends as a signal ends it while the command
+/// runs (128 + the signal), never stuck at a prompt nobody may answer.
+async fn unless_interrupted<T>(
+    question: impl std::future::Future<Output = T>,
+) -> Result<T, ExitCode> {
+    let mut interrupts = Interrupts::catch(true);
+    tokio::select! {
+        answer = question => Ok(answer),
+        sig = interrupts.next() => Err(ExitCode::from((128 + sig) as u8)),
+    }
 }
 
 /// The invocation's one approved retry under `wider`, reported.

@@ -69,7 +69,14 @@ fn main() -> ExitCode {
             .enable_all()
             .build()
             .context("cannot start the async runtime")
-            .and_then(|rt| rt.block_on(exec::exec(*args))),
+            .and_then(|rt| {
+                let code = rt.block_on(exec::exec(*args));
+                // A question given up on a signal leaves its thread in a
+                // read of the terminal that nothing can cancel: not waited
+                // for (the process ends with it).
+                rt.shutdown_background();
+                code
+            }),
         Cmd::Acp { config } => runtime().and_then(|rt| rt.block_on(acp(config))),
         Cmd::Probe { json } => probe::probe(json),
     };

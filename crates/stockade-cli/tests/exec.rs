@@ -494,8 +494,14 @@ fn probe_reports_both_backends() {
         2,
         "{text}"
     );
-    assert!(text.contains("paths: no channel, a refused write reruns"), "{text}");
-    assert!(text.contains("paths: exec --ask under workspace-write when supervised"), "{text}");
+    assert!(
+        text.contains("paths: no channel, a refused write reruns"),
+        "{text}"
+    );
+    assert!(
+        text.contains("paths: exec --ask under workspace-write when supervised"),
+        "{text}"
+    );
     assert_eq!(
         report["backends"][1]["runner"],
         Path::new(env!("CARGO_BIN_EXE_landlock-run"))

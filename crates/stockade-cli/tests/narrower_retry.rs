@@ -122,3 +122,79 @@ fn the_refused_directory_is_offered_before_a_wider_mode() {
         }
     }
 }
+
+/// A signal while a retry question waits ends the invocation as it would
+/// while the command runs (128 + the signal), nothing retried: the
+/// question is no place to be stuck (a read of the terminal used to hold
+/// the process, the runtime's handlers swallowing SIGTERM and Ctrl-C).
+#[test]
+fn a_signal_at_the_question_ends_the_invocation() {
+    use std::io::Read;
+    if !have_script() {
+        return;
+    }
+    let backend = backends()[0];
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let s = scratch(Who::Me);
+        let cmd = format!(
+            "{} exec --backend {backend} --mode workspace-write --ask --ask-timeout 1 -- sh -c 'echo x >> count; echo y > {}/f'",
+            env!("CARGO_BIN_EXE_stockade"),
+            s.out.display()
+        );
+        let mut child = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("XDG_RUNTIME_DIR", &s.state)
+            .env("HOME", &s.state)
+            .env_remove("TMPDIR")
+            .current_dir(&s.ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let (mut seen, mut buf) = (Vec::new(), [0u8; 4096]);
+        while !String::from_utf8_lossy(&seen).contains("writable too? [y/N]") {
+            let n = stdout.read(&mut buf).unwrap();
+            assert!(
+                n > 0,
+                "{signal}: no question: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&buf[..n]);
+        }
+        // script's one child is stockade.
+        let children = format!("/proc/{0}/task/{0}/children", child.id());
+        let stockade = fs::read_to_string(&children).unwrap();
+        let stockade = stockade.split_whitespace().next().unwrap().to_owned();
+        let st = Command::new("kill")
+            .args([format!("-{signal}"), stockade])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Bounded, so that a run stuck at the question fails the test.
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                let _ = Command::new("pkill")
+                    .args(["-KILL", "-P"])
+                    .arg(child.id().to_string())
+                    .status();
+                let _ = child.kill();
+                panic!("{signal}: stockade was still at the question a minute later");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert_eq!(status.code(), Some(code), "{signal}");
+        assert_eq!(
+            fs::read_to_string(s.ws.join("count")).unwrap(),
+            "x\n",
+            "{signal}"
+        );
+        assert!(!s.out.join("f").exists(), "{signal}");
+        drop(child.stdin.take());
+    }
+}
