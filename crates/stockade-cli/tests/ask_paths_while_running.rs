@@ -9,15 +9,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 use std::fs;
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
 
+use stockade_testkit::prompt::answer_in_turn;
 use stockade_testkit::users::{Who, users};
 
 const HOST_QUESTION: &str = "allow network access to other.test:80? [o]nce / [s]ession / [N]o";
+/// Declined too, never left to what the terminal makes of an end of input.
+const WIDER: &str = "retry this command once under danger-full-access? [y/N]";
 const HOST_MARKER: &str =
     "[sandbox: network access to other.test denied under allow-listed network]";
 
@@ -73,41 +74,6 @@ fn scratch(who: Who) -> Scratch {
         state,
         who,
     }
-}
-
-/// Types each answer once its question shows, in order, then closes the
-/// input (a later question reads the end of input: no). Typed ahead, an
-/// answer would reach the command, which owns the terminal while it runs.
-fn answer_each(mut child: Child, steps: &[(&str, &str)]) -> Output {
-    let mut stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        let (mut all, mut buf) = (Vec::new(), [0u8; 4096]);
-        while let Ok(n @ 1..) = stdout.read(&mut buf) {
-            all.extend_from_slice(&buf[..n]);
-            let _ = tx.send(String::from_utf8_lossy(&all).into_owned());
-        }
-        all
-    });
-    let mut stdin = child.stdin.take().unwrap();
-    let mut seen = String::new();
-    for (question, answer) in steps {
-        while !seen.contains(question) {
-            match rx.recv_timeout(Duration::from_secs(90)) {
-                Ok(text) => seen = text,
-                Err(_) => break,
-            }
-        }
-        let _ = stdin.write_all(answer.as_bytes());
-        let _ = stdin.flush();
-        // The next question is looked for only in what follows.
-        seen.clear();
-    }
-    drop(stdin);
-    let printed = reader.join().unwrap();
-    let mut out = child.wait_with_output().unwrap();
-    out.stdout = printed;
-    out
 }
 
 /// `stockade exec ARGS -- sh -c SCRIPT` on a pseudo-terminal of its own.
@@ -170,7 +136,7 @@ fn yes_to_a_host_and_a_path_completes_the_one_run() {
             let args = format!("--backend landlock {FLAGS} {json}");
             let child = at_terminal(&s, &args, srv.port, &script(&s));
             let pq = s.path_question();
-            let out = answer_each(child, &[(HOST_QUESTION, answer), (&pq, answer)]);
+            let out = answer_in_turn(child, &[(HOST_QUESTION, answer), (&pq, answer)]);
             let text = String::from_utf8_lossy(&out.stdout);
             let tag = format!("{who:?} pty={pty}");
             assert!(text.contains(HOST_QUESTION), "{tag}: {text}");
@@ -210,7 +176,7 @@ fn no_to_a_host_and_a_path_is_todays_refusal() {
         let args = format!("--backend landlock {FLAGS}");
         let child = at_terminal(&s, &args, srv.port, &script(&s));
         let pq = s.path_question();
-        let out = answer_each(child, &[(HOST_QUESTION, "n"), (&pq, "n")]);
+        let out = answer_in_turn(child, &[(HOST_QUESTION, "n"), (&pq, "n")]);
         let text = String::from_utf8_lossy(&out.stdout);
         let tag = format!("{who:?}");
         assert!(text.contains(HOST_QUESTION), "{tag}: {text}");
@@ -251,7 +217,7 @@ fn no_answer_in_time_refuses_the_path() {
         "retry this command once with {} writable too? [y/N]",
         s.out.display()
     );
-    let out = answer_each(child, &[(&narrower, "n\n")]);
+    let out = answer_in_turn(child, &[(&narrower, "n\n"), (WIDER, "n\n")]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&s.path_question()), "{text}");
     assert!(text.contains("refused"), "{text}");
@@ -282,7 +248,7 @@ fn under_bwrap_no_path_is_asked_and_the_rerun_is_offered() {
             "retry this command once with {} writable too? [y/N]",
             s.out.display()
         );
-        let out = answer_each(child, &[(&narrower, "n\n")]);
+        let out = answer_in_turn(child, &[(&narrower, "n\n"), (WIDER, "n\n")]);
         let text = String::from_utf8_lossy(&out.stdout);
         let tag = format!("{who:?}");
         assert!(!text.contains("allow writing"), "{tag}: {text}");
