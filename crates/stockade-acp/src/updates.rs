@@ -380,7 +380,9 @@ pub(crate) fn replay(records: &[Record], cwd: &Path, in_flight: bool) -> Vec<Ses
             | Event::SandboxNetwork { .. }
             | Event::ApprovalPolicy { .. }
             | Event::HostAsked { .. }
-            | Event::HostAnswered { .. } => {}
+            | Event::HostAnswered { .. }
+            | Event::PathAsked { .. }
+            | Event::PathAnswered { .. } => {}
             Event::HookRan(run) => {
                 if run.failed() {
                     out.push(SessionUpdate::ToolCall(hook_call(r.seq, run)));

@@ -293,7 +293,9 @@ impl Agent {
                 | Event::ApprovalPolicy { .. }
                 | Event::HookRan(_)
                 | Event::HostAsked { .. }
-                | Event::HostAnswered { .. } => {}
+                | Event::HostAnswered { .. }
+                | Event::PathAsked { .. }
+                | Event::PathAnswered { .. } => {}
                 Event::UserImage { mime_type, data } => out.push(ChatMessage::UserImage {
                     mime_type: mime_type.clone(),
                     data: data.clone(),

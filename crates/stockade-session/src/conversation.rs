@@ -68,7 +68,9 @@ pub fn conversation(records: &[Record]) -> Vec<Cow<'_, Event>> {
             | Event::ApprovalPolicy { .. }
             | Event::HookRan(_)
             | Event::HostAsked { .. }
-            | Event::HostAnswered { .. } => out.push(Cow::Borrowed(&record.event)),
+            | Event::HostAnswered { .. }
+            | Event::PathAsked { .. }
+            | Event::PathAnswered { .. } => out.push(Cow::Borrowed(&record.event)),
         }
     }
     close(&mut pending, &mut out);

@@ -1,3 +1,5 @@
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 
@@ -146,6 +148,27 @@ pub enum Event {
     /// [`crate::knobs::host_answers`]).
     #[serde(rename = "network/host-answered")]
     HostAnswered { host: String, answer: HostAnswer },
+    /// A place outside every writable root, asked about while the call of
+    /// a command confined by supervised Landlock waited (under the running
+    /// call `call_id`). `op` is what the call was doing (`write`, `mkdir`,
+    /// ...); `path` is stored exactly, whatever bytes it holds (see
+    /// `cwd_wire`).
+    #[serde(rename = "fs/path-asked")]
+    PathAsked {
+        op: String,
+        #[serde(with = "crate::header::cwd_wire")]
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+    },
+    /// What became of that question. Every grant lasts for the rest of the
+    /// command only: nothing here outlives it, so nothing is folded.
+    #[serde(rename = "fs/path-answered")]
+    PathAnswered {
+        #[serde(with = "crate::header::cwd_wire")]
+        path: PathBuf,
+        answer: PathAnswer,
+    },
 }
 
 /// The user's answer about one host (see [`Event::HostAnswered`]).
@@ -160,6 +183,23 @@ pub enum HostAnswer {
     /// ended, the question was withdrawn or could not be asked): refused
     /// for that command only.
     Unanswered,
+}
+
+/// The user's answer about one path (see [`Event::PathAnswered`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathAnswer {
+    /// This path, for the rest of the command.
+    AllowPath,
+    /// The directory holding it and everything beneath it, for the rest of
+    /// the command.
+    AllowDirectory,
+    /// Refused by the user, or the question could not be asked (cancelled,
+    /// failed, an answer this build does not know).
+    Refused,
+    /// No answer came while the command waited (its time was up, or the
+    /// command ended): refused.
+    TimedOut,
 }
 
 impl HookRun {
@@ -232,6 +272,8 @@ impl Event {
             Event::HookRan(_) => "hook/ran",
             Event::HostAsked { .. } => "network/host-asked",
             Event::HostAnswered { .. } => "network/host-answered",
+            Event::PathAsked { .. } => "fs/path-asked",
+            Event::PathAnswered { .. } => "fs/path-answered",
         }
     }
 }
@@ -379,7 +421,40 @@ pub(crate) fn every_event() -> Vec<Event> {
             answer,
         });
     }
+    events.push(Event::PathAsked {
+        op: "write".into(),
+        path: "/srv/out dir/file.txt".into(),
+        call_id: Some("c7".into()),
+    });
+    events.push(Event::PathAsked {
+        op: "mkdir".into(),
+        path: non_utf8_path(),
+        call_id: None,
+    });
+    for answer in [
+        PathAnswer::AllowPath,
+        PathAnswer::AllowDirectory,
+        PathAnswer::Refused,
+        PathAnswer::TimedOut,
+    ] {
+        events.push(Event::PathAnswered {
+            path: non_utf8_path(),
+            answer,
+        });
+    }
     events
+}
+
+/// A path no UTF-8 string can hold (a command may choose any name).
+#[cfg(all(test, unix))]
+fn non_utf8_path() -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(b"/srv/caf\xe9/\x1b[2J\n\xff"))
+}
+
+#[cfg(all(test, not(unix)))]
+fn non_utf8_path() -> PathBuf {
+    PathBuf::from("/srv/caf\u{e9}/\u{1b}[2J\n")
 }
 
 #[cfg(test)]
@@ -482,6 +557,28 @@ mod tests {
                 },
                 json!({"type": "assistant/tool-calls", "content": "", "reasoning": null, "calls": []}),
             ),
+            (
+                Event::PathAsked {
+                    op: "write".into(),
+                    path: "/srv/out/x".into(),
+                    call_id: Some("c".into()),
+                },
+                json!({"type": "fs/path-asked", "op": "write", "path": "/srv/out/x", "call_id": "c"}),
+            ),
+            (
+                Event::PathAnswered {
+                    path: "/srv/out/x".into(),
+                    answer: PathAnswer::AllowDirectory,
+                },
+                json!({"type": "fs/path-answered", "path": "/srv/out/x", "answer": "allow-directory"}),
+            ),
+            (
+                Event::PathAnswered {
+                    path: "/srv/out/x".into(),
+                    answer: PathAnswer::TimedOut,
+                },
+                json!({"type": "fs/path-answered", "path": "/srv/out/x", "answer": "timed-out"}),
+            ),
         ];
         for (event, expected) in cases {
             assert_eq!(serde_json::to_value(&event).unwrap(), expected);
@@ -500,6 +597,24 @@ mod tests {
                 calls: vec![]
             }
         );
+    }
+
+    /// A path that is no UTF-8 string is stored as its bytes and reads
+    /// back identical: never a lossy string that names another place.
+    #[cfg(unix)]
+    #[test]
+    fn a_non_utf8_path_is_stored_as_its_bytes() {
+        let event = Event::PathAnswered {
+            path: non_utf8_path(),
+            answer: PathAnswer::AllowPath,
+        };
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            value,
+            json!({"type": "fs/path-answered", "answer": "allow-path",
+                   "path": {"unix": b"/srv/caf\xe9/\x1b[2J\n\xff".to_vec()}})
+        );
+        assert_eq!(serde_json::from_value::<Event>(value).unwrap(), event);
     }
 
     #[test]

@@ -41,7 +41,7 @@ mod store;
 
 pub use conversation::{INTERRUPTED_TOOL_RESULT, conversation, unanswered_tool_calls};
 pub use error::SessionError;
-pub use event::{Event, HookRun, HostAnswer, KnobSource, Record, Role, ToolCall};
+pub use event::{Event, HookRun, HostAnswer, KnobSource, PathAnswer, Record, Role, ToolCall};
 pub use header::SessionHeader;
 pub use id::{ParseSessionIdError, SessionId};
 pub use replay::{ReplayReport, TornTail};
