@@ -25,6 +25,12 @@ use crate::spec::{ExitFacts, OutputStream, OutputTap, SandboxFacts, ShellResult,
 /// descendant that left the group (setsid) may hold a pipe open forever.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a command that ended while a question held its terminal's
+/// output waits for the question to be let go (`OutputHold`: its holder is
+/// told the run is ending) before the drain above starts; past it what is
+/// left unread is not shown.
+const HOLD_GRACE: Duration = Duration::from_secs(5);
+
 /// How long a runner whose command was killed may take to reap its tree and
 /// exit before it is killed too.
 const RUNNER_GRACE: Duration = Duration::from_secs(2);
@@ -565,6 +571,7 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
             OutputStream::Stdout,
             None::<tokio::io::Stdout>,
             launch.tap.clone(),
+            None,
         )));
     }
     if let Some(err) = child.stderr.take() {
@@ -575,17 +582,22 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
             OutputStream::Stderr,
             sink,
             launch.tap.clone(),
+            None,
         )));
     }
     if let Some(from) = wired {
         // The terminal (or the one pipe) carries stdout and stderr both:
-        // read as stderr is, shown on stdout.
+        // read as stderr is, shown on stdout. The terminal's copier stops
+        // while a question is asked there (`OutputHold`); counted from here,
+        // before it first reads.
+        let copier = launch.terminal.as_ref().map(|t| t.hold().copier());
         readers.push(tokio::spawn(read(
             from,
             shared.clone(),
             OutputStream::Stderr,
             launch.passthrough.then(tokio::io::stdout),
             launch.tap.clone(),
+            copier,
         )));
     }
     if let Some(reader) = status_reader {
@@ -609,13 +621,18 @@ async fn read<R, W>(
     stream: OutputStream,
     mut sink: Option<W>,
     tap: Option<OutputTap>,
+    mut copier: Option<crate::terminal::Copier>,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match from.read(&mut buf).await {
+        let got = match copier.as_mut() {
+            Some(c) => c.read(&mut from, &mut buf).await,
+            None => from.read(&mut buf).await,
+        };
+        let n = match got {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
@@ -720,6 +737,13 @@ impl Running {
                 self.child.wait().await.ok()
             }
         };
+        // A question that holds the terminal's output is let go first (its
+        // holder sees the run ending), so the rest is copied, not lost.
+        let hold = self.launch.terminal.as_ref().map(crate::Terminal::hold);
+        let _ending = hold.as_ref().map(crate::terminal::OutputHold::ending);
+        if let Some(h) = &hold {
+            let _ = tokio::time::timeout(HOLD_GRACE, h.released()).await;
+        }
         let drained = async {
             for r in self.readers.iter_mut() {
                 let _ = r.await;

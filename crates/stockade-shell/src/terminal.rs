@@ -9,6 +9,12 @@
 //! window size over (`stockade-cli`), and the executor reads everything the
 //! command shows from it, feeding the denial scanner as it feeds stderr.
 //!
+//! While the caller asks a question on its own terminal, the terminal's
+//! [`OutputHold`] stops that copier: it reads nothing from the master, so
+//! what the command writes waits in the pty (the command blocks once its
+//! buffer is full) and cannot appear beside the question. The command has
+//! only the slave, and nothing it does there reaches the copier.
+//!
 //! Without a terminal, a caller whose stdout and stderr are one file
 //! (`2>&1 | tee log`) gets one pipe for both, so their order is kept.
 
@@ -45,6 +51,247 @@ impl Terminal {
 #[cfg(target_os = "linux")]
 pub use imp::Winsize;
 
+/// Holds what the command shows at its terminal while the caller asks a
+/// question there: while held, the executor's copier of the terminal does
+/// not read the master at all, so the command's output waits in the
+/// pseudo-terminal (once its buffer is full the command blocks in its next
+/// write: nothing is lost, nothing is buffered on our side) and cannot
+/// interleave with, or imitate, the question. The command holds only the
+/// slave: nothing it does there (`tcflow(TCOON)`, a new slave) reaches the
+/// copier, which is ours.
+///
+/// [`OutputHold::hold`] first lets the copier copy out what the command
+/// wrote before (bounded), so the question follows it. Clones share one
+/// hold; holds nest, and the output flows again when the last [`Held`] is
+/// dropped.
+#[derive(Clone, Default)]
+pub struct OutputHold(Arc<HoldShared>);
+
+impl std::fmt::Debug for OutputHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputHold")
+    }
+}
+
+struct HoldShared {
+    state: tokio::sync::watch::Sender<HoldState>,
+    parked: std::sync::Mutex<Parked>,
+    parked_changed: std::sync::Condvar,
+}
+
+impl Default for HoldShared {
+    fn default() -> Self {
+        Self {
+            state: tokio::sync::watch::Sender::new(HoldState::default()),
+            parked: std::sync::Mutex::default(),
+            parked_changed: std::sync::Condvar::new(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct HoldState {
+    /// Live [`Held`]s; the output flows at 0.
+    holders: usize,
+    /// Bumped by every hold, so each waits for its own acknowledgement.
+    epoch: u64,
+    /// Runs whose command has ended and whose copier waits for the holder
+    /// to let go ([`Held::run_ending`]).
+    ending: usize,
+}
+
+/// What the copiers have acknowledged.
+#[derive(Default)]
+struct Parked {
+    /// Copiers reading this terminal now.
+    copiers: usize,
+    /// The latest hold every such copier has stopped reading for.
+    epoch: u64,
+}
+
+/// How long a copier waits for more of what was written before a hold
+/// (the pty hands the slave's writes to the master a moment later).
+const HOLD_QUIET: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// How long a copier may go on copying what keeps coming before it stops
+/// for a hold (a command that writes without pause).
+const HOLD_DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
+
+fn lock_parked(shared: &HoldShared) -> std::sync::MutexGuard<'_, Parked> {
+    // Two counters, each written in one statement: a panic elsewhere cannot
+    // leave them half-written.
+    shared
+        .parked
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl OutputHold {
+    /// Stops the copier, once it has copied what was readable (bounded by
+    /// [`HOLD_DRAIN`]), and returns when it has: from here until the
+    /// returned [`Held`] is dropped nothing the command writes is shown.
+    /// Blocks the calling thread (call it off the runtime's threads); at
+    /// once when no copier reads this terminal (the next one starts held).
+    pub fn hold(&self) -> Held {
+        let mut epoch = 0;
+        self.0.state.send_modify(|s| {
+            s.holders += 1;
+            s.epoch += 1;
+            epoch = s.epoch;
+        });
+        let held = Held { hold: self.clone() };
+        // Bounded without a clock: a copier acknowledges after at most
+        // HOLD_DRAIN of reading plus the write of what it read last, and
+        // one that ends (or is aborted) leaves the count.
+        let mut parked = lock_parked(&self.0);
+        while parked.copiers > 0 && parked.epoch < epoch {
+            parked = self
+                .0
+                .parked_changed
+                .wait(parked)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        held
+    }
+
+    /// Whether a [`Held`] is live.
+    pub fn is_held(&self) -> bool {
+        self.0.state.borrow().holders > 0
+    }
+
+    /// The run reading this terminal is ending (its command is gone) until
+    /// the guard is dropped: holders are told to let go (see
+    /// [`Held::run_ending`]).
+    pub(crate) fn ending(&self) -> Ending {
+        self.0.state.send_modify(|s| s.ending += 1);
+        Ending(self.clone())
+    }
+
+    /// Resolves once no [`Held`] is live.
+    pub(crate) async fn released(&self) {
+        let mut rx = self.0.state.subscribe();
+        // The sender lives as long as `self`: this cannot fail.
+        let _ = rx.wait_for(|s| s.holders == 0).await;
+    }
+
+    /// A copier of this terminal's output, counted from now (so a hold
+    /// taken before it first reads waits for it). One that starts under a
+    /// hold reads nothing until it is let go: the question may be showing.
+    pub(crate) fn copier(&self) -> Copier {
+        lock_parked(&self.0).copiers += 1;
+        let rx = self.0.state.subscribe();
+        let parked = rx.borrow().holders > 0;
+        Copier {
+            rx,
+            hold: self.clone(),
+            parked,
+            drain_until: None,
+        }
+    }
+}
+
+/// A live hold (see [`OutputHold::hold`]); the output flows again when the
+/// last one is dropped, on every way out of the holder's code.
+#[must_use = "the output flows again as soon as this is dropped"]
+pub struct Held {
+    hold: OutputHold,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
+}
+
+impl Held {
+    /// The command reading this terminal has ended and its run waits for
+    /// the rest of its output, which waits for this hold: a question about
+    /// it is no longer wanted, let go.
+    pub fn run_ending(&self) -> bool {
+        self.hold.0.state.borrow().ending > 0
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.hold.0.state.send_modify(|s| s.holders -= 1);
+    }
+}
+
+pub(crate) struct Ending(OutputHold);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.0.0.state.send_modify(|s| s.ending -= 1);
+    }
+}
+
+/// The executor's side of an [`OutputHold`]: every read of the terminal's
+/// master goes through [`Copier::read`].
+pub(crate) struct Copier {
+    rx: tokio::sync::watch::Receiver<HoldState>,
+    hold: OutputHold,
+    /// Stopped for the current hold (and acknowledged it).
+    parked: bool,
+    /// Until when what keeps coming is still copied for this hold.
+    drain_until: Option<tokio::time::Instant>,
+}
+
+impl Copier {
+    /// The next bytes the command showed, read only while no hold is live
+    /// (a hold that starts while this waits stops the wait: nothing is read
+    /// after it but what was already on its way, see [`OutputHold::hold`]).
+    pub(crate) async fn read<R>(&mut self, from: &mut R, buf: &mut [u8]) -> std::io::Result<usize>
+    where
+        R: tokio::io::AsyncRead + Unpin,
+    {
+        use tokio::io::AsyncReadExt;
+        loop {
+            let state = *self.rx.borrow_and_update();
+            if state.holders == 0 {
+                self.parked = false;
+                self.drain_until = None;
+                // Cancel-safe both ways: a read that loses the race has
+                // taken nothing.
+                tokio::select! {
+                    biased;
+                    _ = self.rx.changed() => continue,
+                    r = from.read(buf) => return r,
+                }
+            }
+            if !self.parked {
+                let now = tokio::time::Instant::now();
+                let until = *self.drain_until.get_or_insert(now + HOLD_DRAIN);
+                let quiet = until.saturating_duration_since(now).min(HOLD_QUIET);
+                if !quiet.is_zero()
+                    && let Ok(r) = tokio::time::timeout(quiet, from.read(buf)).await
+                {
+                    // Written before the question: copied out first.
+                    return r;
+                }
+                self.parked = true;
+            }
+            self.acknowledge(state.epoch);
+            // The sender lives as long as `self.hold`: this cannot fail,
+            // and if it could, the next loop would read the state again.
+            let _ = self.rx.changed().await;
+        }
+    }
+
+    fn acknowledge(&self, epoch: u64) {
+        let mut parked = lock_parked(&self.hold.0);
+        parked.epoch = parked.epoch.max(epoch);
+        self.hold.0.parked_changed.notify_all();
+    }
+}
+
+impl Drop for Copier {
+    fn drop(&mut self) {
+        lock_parked(&self.hold.0).copiers -= 1;
+        self.hold.0.parked_changed.notify_all();
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod imp {
     use std::io;
@@ -56,6 +303,7 @@ mod imp {
 
     pub(crate) struct Pty {
         pub(crate) master: OwnedFd,
+        pub(crate) hold: super::OutputHold,
     }
 
     impl Pty {
@@ -70,7 +318,10 @@ mod imp {
             // Read through the runtime; the caller's keystroke writer waits
             // for room itself.
             rustix::io::ioctl_fionbio(&master, true)?;
-            Ok(Self { master })
+            Ok(Self {
+                master,
+                hold: super::OutputHold::default(),
+            })
         }
     }
 
@@ -97,6 +348,12 @@ mod imp {
             )?)
         }
 
+        /// Holds what the command shows while the caller asks a question
+        /// on this terminal (see [`OutputHold`](super::OutputHold)).
+        pub fn hold(&self) -> super::OutputHold {
+            self.0.hold.clone()
+        }
+
         /// What the command shows, readable through the runtime.
         pub(crate) fn reader(&self) -> io::Result<tokio::net::unix::pipe::Receiver> {
             let fd = self.0.master.try_clone()?;
@@ -118,6 +375,13 @@ mod imp {
                 std::io::ErrorKind::Unsupported,
                 "pseudo-terminals are not supported on this platform",
             ))
+        }
+    }
+
+    impl super::Terminal {
+        /// None can be opened here.
+        pub fn hold(&self) -> super::OutputHold {
+            match *self.0 {}
         }
     }
 }
@@ -325,5 +589,142 @@ mod tests {
             );
             assert_eq!(&wrapped[1..], os(&["--ctty", "--", "/bin/sh"]));
         }
+    }
+
+    /// A copier of `t`'s master into a shared buffer, as the executor's.
+    #[cfg(target_os = "linux")]
+    fn copy_out(
+        t: &Terminal,
+    ) -> (
+        std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut copier = t.hold().copier();
+        let mut from = t.reader().unwrap();
+        let into = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = copier.read(&mut from, &mut buf).await {
+                into.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        (seen, task)
+    }
+
+    /// Waits (a minute at most: a hang guard, not a measure) until `seen`
+    /// holds `len` bytes.
+    #[cfg(target_os = "linux")]
+    async fn until_len(seen: &std::sync::Mutex<Vec<u8>>, len: usize) {
+        let start = std::time::Instant::now();
+        while seen.lock().unwrap().len() < len {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "only {} of {len} bytes were copied",
+                seen.lock().unwrap().len()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Held, the copier reads nothing: the slave's writes fill the pty
+    /// until the writer would block (a copier that kept reading would
+    /// keep room free: 64 MiB is far past any pty's buffer). Let go,
+    /// every byte arrives, in order.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn held_output_waits_in_the_pty_and_none_is_lost() {
+        let t = Terminal::open().unwrap();
+        let slave = t.slave().unwrap();
+        rustix::io::ioctl_fionbio(&slave, true).unwrap();
+        let (seen, task) = copy_out(&t);
+        rustix::io::write(&slave, b"before").unwrap();
+        until_len(&seen, 6).await;
+
+        let hold = t.hold();
+        let h = hold.clone();
+        let held = tokio::task::spawn_blocking(move || h.hold()).await.unwrap();
+        assert!(hold.is_held());
+        let chunk = [b'x'; 4096];
+        let mut written = 0usize;
+        loop {
+            match rustix::io::write(&slave, &chunk) {
+                Ok(n) => written += n,
+                Err(rustix::io::Errno::AGAIN) => break,
+                Err(e) => panic!("writing the slave: {e}"),
+            }
+            assert!(
+                written < 64 << 20,
+                "the pty never filled: the copier read through the hold"
+            );
+        }
+        assert!(written > 0);
+        assert_eq!(seen.lock().unwrap().as_slice(), b"before");
+
+        drop(held);
+        assert!(!hold.is_held());
+        until_len(&seen, 6 + written).await;
+        let all = seen.lock().unwrap().clone();
+        assert_eq!(&all[..6], b"before");
+        assert!(all[6..].iter().all(|&b| b == b'x'));
+        assert_eq!(all.len(), 6 + written);
+        drop(slave);
+        task.await.unwrap();
+    }
+
+    /// The command gone while held: nothing is read until the hold is let
+    /// go, then the rest is, and the copier ends (the run's end waits for
+    /// no one else). A holder is told the run is ending.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_command_that_ends_while_held_is_copied_after_the_hold() {
+        let t = Terminal::open().unwrap();
+        let slave = t.slave().unwrap();
+        let (seen, task) = copy_out(&t);
+        let hold = t.hold();
+        let h = hold.clone();
+        let held = tokio::task::spawn_blocking(move || h.hold()).await.unwrap();
+        assert!(!held.run_ending());
+        rustix::io::write(&slave, b"last words").unwrap();
+        drop(slave);
+
+        let ending = hold.ending();
+        assert!(held.run_ending());
+        let released = tokio::spawn({
+            let hold = hold.clone();
+            async move { hold.released().await }
+        });
+        assert!(!released.is_finished());
+        assert!(seen.lock().unwrap().is_empty());
+        drop(held);
+        released.await.unwrap();
+        task.await.unwrap();
+        assert_eq!(seen.lock().unwrap().as_slice(), b"last words");
+        drop(ending);
+    }
+
+    /// No copier reads the terminal: a hold returns at once, and a copier
+    /// that starts under it reads nothing until it is let go.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_copier_that_starts_under_a_hold_waits_for_it() {
+        let t = Terminal::open().unwrap();
+        let slave = t.slave().unwrap();
+        let hold = t.hold();
+        let h = hold.clone();
+        let held = tokio::task::spawn_blocking(move || h.hold()).await.unwrap();
+        rustix::io::write(&slave, b"early").unwrap();
+        let (seen, task) = copy_out(&t);
+        // Held again, now with a copier: acknowledged without a read.
+        let h = hold.clone();
+        let again = tokio::task::spawn_blocking(move || h.hold()).await.unwrap();
+        drop(held);
+        assert!(hold.is_held());
+        assert!(seen.lock().unwrap().is_empty());
+        drop(again);
+        until_len(&seen, 5).await;
+        assert_eq!(seen.lock().unwrap().as_slice(), b"early");
+        drop(slave);
+        task.await.unwrap();
     }
 }
