@@ -11,6 +11,7 @@ mod mode;
 pub mod net;
 mod policy;
 mod provider;
+pub mod run_approval;
 mod runner_failure;
 pub mod status;
 pub mod supervision;
@@ -27,5 +28,8 @@ pub use provider::{
     AfterRun, AfterRunHandle, AfterRunReport, BackendAttempt, Confined, Gap, NetworkLog,
     NetworkLogHandle, PassFd, QuarantineReason, Quarantined, SANDBOX_UNAVAILABLE, SandboxProvider,
     SandboxUnavailable, SessionEndError, StatusChannel,
+};
+pub use run_approval::{
+    PathOp, ReplyTo, RunAnswer, RunApproval, RunApprover, RunQuestion, RunReply,
 };
 pub use runner_failure::{FatalLine, RunnerFailureRule};

@@ -39,6 +39,13 @@ pub struct SandboxPolicy {
     /// The calling session's scope (see [`ExecutionPolicy::session`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// Who is asked, while the command waits, about what the run's
+    /// confinement would refuse and can hold (see [`crate::run_approval`]);
+    /// set from one request (the SDK's callback), it takes the place of
+    /// any approval the provider keeps for the session. A callback, not a
+    /// setting: never serialized.
+    #[serde(skip)]
+    pub approval: Option<crate::RunApproval>,
 }
 
 impl ExecutionPolicy {
@@ -91,6 +98,7 @@ impl ExecutionPolicy {
             files: self.files.clone(),
             network: self.network.clone(),
             session: self.session.clone(),
+            approval: None,
         })
     }
 }
@@ -103,6 +111,7 @@ impl SandboxPolicy {
             files: FilePolicy::default(),
             network: NetworkPolicy::default(),
             session: None,
+            approval: None,
         }
     }
 

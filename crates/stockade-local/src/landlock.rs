@@ -58,7 +58,13 @@ impl Landlock<'_> {
         if policy.mode != stockade_core::ConfiningMode::WorkspaceWrite {
             return Ok(());
         }
-        let Some(approval) = p.path_approval(policy.session.as_deref()) else {
+        // A request's own approver takes the place of the session's.
+        let asking = policy
+            .approval
+            .as_ref()
+            .map(crate::run_approval::paths)
+            .or_else(|| p.path_approval(policy.session.as_deref()));
+        let Some(approval) = asking else {
             return Ok(());
         };
         let child_fd = run

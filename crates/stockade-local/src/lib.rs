@@ -55,6 +55,8 @@ mod linux;
 #[cfg(unix)]
 mod linux_chain;
 pub mod profile;
+#[cfg(unix)]
+mod run_approval;
 mod rung;
 #[cfg(unix)]
 mod runner_command;

@@ -511,7 +511,13 @@ pub(crate) fn for_run(
                     "allow-listed under bwrap needs the proxy's Unix socket, and this provider's proxy for these hosts was started without one",
                 ));
             }
-            let token = match proxies.approval(session) {
+            // A request's own approver takes the place of the session's.
+            let asking = sandbox
+                .approval
+                .as_ref()
+                .map(crate::run_approval::hosts)
+                .or_else(|| proxies.approval(session));
+            let token = match asking {
                 Some(a) => proxy.run_token_asking(a),
                 None => proxy.run_token(),
             };

@@ -54,47 +54,25 @@ pub const DEFAULT_PATH_TIMEOUT: Duration = Duration::from_secs(60);
 /// How many questions one command may cause unless the caller says.
 pub const DEFAULT_MAX_PATH_QUESTIONS: u32 = 8;
 
-/// What the refused call was doing (`landlock-run`'s kind codes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PathOp {
-    /// An open for writing, creating or truncating.
-    Write,
-    Mkdir,
-    Mknod,
-    Symlink,
-    /// unlink or rmdir.
-    Remove,
-    Rename,
-    Link,
-    Truncate,
-    Chmod,
-    Chown,
-    Utimes,
-    SetXattr,
-    RemoveXattr,
-    /// A code this build does not know.
-    Other(u8),
-}
+pub use stockade_core::PathOp;
 
-impl PathOp {
-    fn from_code(code: u8) -> PathOp {
-        match code {
-            1 => PathOp::Write,
-            2 => PathOp::Mkdir,
-            3 => PathOp::Mknod,
-            4 => PathOp::Symlink,
-            5 => PathOp::Remove,
-            6 => PathOp::Rename,
-            7 => PathOp::Link,
-            8 => PathOp::Truncate,
-            9 => PathOp::Chmod,
-            10 => PathOp::Chown,
-            11 => PathOp::Utimes,
-            12 => PathOp::SetXattr,
-            13 => PathOp::RemoveXattr,
-            other => PathOp::Other(other),
-        }
+/// `landlock-run`'s kind codes.
+fn op_from_code(code: u8) -> PathOp {
+    match code {
+        1 => PathOp::Write,
+        2 => PathOp::Mkdir,
+        3 => PathOp::Mknod,
+        4 => PathOp::Symlink,
+        5 => PathOp::Remove,
+        6 => PathOp::Rename,
+        7 => PathOp::Link,
+        8 => PathOp::Truncate,
+        9 => PathOp::Chmod,
+        10 => PathOp::Chown,
+        11 => PathOp::Utimes,
+        12 => PathOp::SetXattr,
+        13 => PathOp::RemoveXattr,
+        other => PathOp::Other(other),
     }
 }
 
@@ -281,7 +259,7 @@ fn serve(mut channel: UnixStream, approver: &dyn PathApprover, timeout: Duration
             return;
         }
         let question = PathQuestion {
-            op: PathOp::from_code(head[8]),
+            op: op_from_code(head[8]),
             path: PathBuf::from(OsStr::from_bytes(&path)),
         };
         let answer = if guard.never_offered(&question.path) {

@@ -375,7 +375,7 @@ impl SandboxedExecutor {
     fn launch(&self, spec: &ShellSpec) -> Result<Launch, ShellError> {
         let policy = &spec.policy;
         let argv = self.interpreter.argv(&spec.request.command);
-        let Some(sandbox) = policy.sandbox_policy() else {
+        let Some(mut sandbox) = policy.sandbox_policy() else {
             // danger-full-access: the grant (or the configuration) is the
             // authority; the provider is never asked.
             let wrap = Wrap {
@@ -397,6 +397,7 @@ impl SandboxedExecutor {
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
+        sandbox.approval = spec.request.approval.clone();
         let confined = self.provider.confine(&argv, &sandbox)?;
         let (argv, wrap) = wrap_confined(
             policy.mode,

@@ -97,6 +97,12 @@ pub struct ShellRequest {
     /// copying it to stdout under `passthrough` (see [`crate::Terminal`]).
     /// `stdin` does not apply.
     pub terminal: Option<crate::Terminal>,
+    /// Asked while the command waits about what its confinement would
+    /// refuse and can hold (a host not on the list; under supervised
+    /// Landlock, a place outside the writable roots), in place of any
+    /// approval the provider keeps for the session. `None`: as the
+    /// provider is set up (see [`stockade_core::run_approval`]).
+    pub approval: Option<stockade_core::RunApproval>,
 }
 
 impl ShellRequest {
@@ -120,12 +126,19 @@ impl ShellRequest {
             own_process_group: true,
             tap: None,
             terminal: None,
+            approval: None,
         }
     }
 
     /// Feed `bytes` to the command's stdin, then end of file.
     pub fn with_stdin_bytes(mut self, bytes: impl Into<Arc<[u8]>>) -> Self {
         self.stdin = Stdin::Bytes(bytes.into());
+        self
+    }
+
+    /// Ask `approval` while the command waits (see [`Self::approval`]).
+    pub fn with_approval(mut self, approval: stockade_core::RunApproval) -> Self {
+        self.approval = Some(approval);
         self
     }
 
