@@ -511,6 +511,31 @@ fn protected_and_deny_read_are_never_asked() {
     }
 }
 
+/// A device node (`/dev/tty` without a terminal, as every shell probes it
+/// at start, and `/dev/zero`) and a kernel interface (`/proc/self/comm`)
+/// are refused as without a channel, never offered, whatever the answerer
+/// would say; a file outside is still asked about in the same run.
+#[test]
+fn devices_and_kernel_interfaces_are_never_asked() {
+    if !python() {
+        return;
+    }
+    for who in users() {
+        let s = scratch(who, |_, _| {});
+        let file = s.out.join("f");
+        let kernel = ["/dev/tty", "/dev/zero", "/proc/self/comm"];
+        let mut args: Vec<String> = kernel.iter().map(|k| format!("w:{k}")).collect();
+        args.push(op("w", &file));
+        let r = run(who, &s.ws, &[], Some(always(DIRECTORY)), &args);
+        let res = r.results();
+        for k in kernel {
+            assert_ne!(res[k], "ok", "{who:?} {k}");
+        }
+        assert_eq!(res[&p(&file)], "ok", "{who:?}");
+        assert_eq!(r.asked_paths(), [p(&file)], "{who:?}");
+    }
+}
+
 /// Eight threads create eight files in one outside directory at once
 /// while the first question waits (answered "allow the directory" only
 /// after a pause): one question, every create done.

@@ -81,6 +81,49 @@ pub fn take_outside() -> Option<Outside> {
     REFUSED.with(|r| r.borrow_mut().take())
 }
 
+/// Kernel interfaces, not places: a write there sets the kernel's state
+/// (proc, sysfs, cgroups, tracing, bpf, efivars, ...) or a device's.
+const KERNEL_FS_MAGIC: [i64; 12] = [
+    0x9fa0,      // proc
+    0x6265_6572, // sysfs
+    0x1cd1,      // devpts
+    0x0027_e0eb, // cgroup
+    0x6367_7270, // cgroup2
+    0x6462_6720, // debugfs
+    0x7472_6163, // tracefs
+    0x7363_6673, // securityfs
+    0xcafe_4a11, // bpf
+    0x6265_6570, // configfs
+    0xde5e_81e4, // efivarfs
+    0x6165_676c, // pstore
+];
+
+/// Whether a refusal may become a question: only a place in a file tree
+/// (a regular file, a directory, a symlink, or a name not there yet) on a
+/// file system that holds files. A device node (`/dev/tty` opened by every
+/// shell without a terminal, a disk) or a kernel interface is refused as
+/// without a channel, never offered: no user should be asked to let a
+/// command write a device or a sysctl, and a shell's start-up probe must
+/// not cost a question.
+// `f_type`'s type differs by architecture.
+#[allow(clippy::unnecessary_cast)]
+fn askable(dir: Option<BorrowedFd<'_>>, obj: Option<&Obj>) -> bool {
+    if obj.is_some_and(|o| {
+        !matches!(
+            kind(&o.st),
+            FileType::RegularFile | FileType::Directory | FileType::Symlink
+        )
+    }) {
+        return false;
+    }
+    let on = obj.map(|o| o.fd.as_fd()).or(dir);
+    match on.map(fs::fstatfs) {
+        Some(Ok(st)) => !KERNEL_FS_MAGIC.contains(&(st.f_type as i64)),
+        Some(Err(_)) => false,
+        None => true,
+    }
+}
+
 impl Fence {
     fn granted(&self) -> std::sync::RwLockReadGuard<'_, Granted> {
         self.granted.read().unwrap_or_else(PoisonError::into_inner)
@@ -123,7 +166,7 @@ impl Fence {
                 return Ok(());
             }
         }
-        if !self.asking() {
+        if !self.asking() || !askable(dir, obj) {
             return Err(Errno::ACCESS);
         }
         if let (Some(d), Some(dir_id), Some(name)) = (dir, dir_id, name) {
