@@ -162,7 +162,14 @@ pub(crate) mod running {
                                     continue;
                                 }
                                 let key = ask(&desk, &host_text(&q), &|| reply.is_pending());
-                                reply.answer(host_answer(key));
+                                // No key: withdrawn (timed out, the run's
+                                // command gone) or no terminal. Dropped
+                                // unanswered, that refuses this command
+                                // only; a refusal would be kept as the
+                                // user's for the session.
+                                if key.is_some() {
+                                    reply.answer(host_answer(key));
+                                }
                             }
                             Question::Path(q, reply) => {
                                 if !reply.is_pending() {
@@ -327,7 +334,17 @@ pub(crate) mod running {
         }
         let mut buf = [0u8; 256];
         let n = rustix::io::read(tty.as_fd(), &mut buf).ok()?;
-        buf[..n].iter().copied().find(|b| !b.is_ascii_whitespace())
+        if n == 0 {
+            return None;
+        }
+        // An empty line is the default, no, as the user's answer.
+        Some(
+            buf[..n]
+                .iter()
+                .copied()
+                .find(|b| !b.is_ascii_whitespace())
+                .unwrap_or(b'\n'),
+        )
     }
 
     #[cfg(test)]

@@ -15,11 +15,21 @@
 //! leaves the terminal raw (`stty sane` or `reset` restores it).
 //!
 //! A question asked while the command runs (`--ask`: a host not on the
-//! list, its connection held) goes through a [`Prompt`] of the session: the
-//! command's output is suspended at its own terminal (`tcflow(TCOOFF)` on
-//! the slave: the command blocks in its next write, nothing is lost), the
-//! question is written to ours, and the next keystroke is ours, not the
-//! command's; then both flow again.
+//! list, its connection held; a path outside the writable roots under
+//! supervised Landlock) goes through a [`Prompt`] of the session. What the
+//! command wrote before it is copied out first (bounded), then the
+//! executor's copier of the command's terminal stops reading
+//! (`stockade_shell::OutputHold`): from the moment the question shows until
+//! it is answered or withdrawn nothing the command writes reaches our
+//! terminal. Its output waits in its own pty (once that is full the command
+//! blocks in its next write: nothing is lost, nothing piles up in us). The
+//! hold is in our copier, which the command cannot reach: whatever it does
+//! to its own terminal (`tcflow(TCOON)`, a new slave), it cannot print
+//! beside the question or imitate a question or an answer. The next
+//! keystroke is ours, not the command's; then both flow again. The hold is
+//! let go on every way out of the question (answered, timed out,
+//! withdrawn, the command ended: the run waits for the release, and the
+//! question is withdrawn when the run's command is gone).
 
 #[cfg(target_os = "linux")]
 pub(crate) use imp::{Prompt, Session};
@@ -38,7 +48,7 @@ mod imp {
     use rustix::event::{PollFd, PollFlags, poll};
     use rustix::io::Errno;
     use rustix::termios::{OptionalActions, Termios, tcgetattr, tcsetattr};
-    use stockade_shell::Terminal;
+    use stockade_shell::{OutputHold, Terminal};
 
     pub(crate) struct Session {
         terminal: Terminal,
@@ -58,7 +68,7 @@ mod imp {
     /// command runs on its own (see the module docs).
     #[derive(Clone)]
     pub(crate) struct Prompt {
-        master: Arc<OwnedFd>,
+        hold: OutputHold,
         divert: Divert,
     }
 
@@ -68,22 +78,13 @@ mod imp {
     impl Prompt {
         /// Shows `question` (one line, no newline) and returns the first
         /// key typed, or `None` once `wanted` says no one waits any more
-        /// (the command ended, the question timed out) or the keystroke
-        /// copier is gone.
+        /// (the question timed out or was withdrawn), the run's command
+        /// ended, or the keystroke copier is gone. Blocks: call it off the
+        /// runtime's threads (the copier it waits for runs there).
         pub(crate) fn ask(&self, question: &str, wanted: &dyn Fn() -> bool) -> Option<u8> {
-            // The slave, opened through our master (never by a path): its
-            // output suspended, the command waits in its next write.
-            let slave = rustix::pty::ioctl_tiocgptpeer(
-                &*self.master,
-                rustix::pty::OpenptFlags::RDWR
-                    | rustix::pty::OpenptFlags::NOCTTY
-                    | rustix::pty::OpenptFlags::CLOEXEC,
-            )
-            .ok();
-            if let Some(s) = &slave {
-                let _ = rustix::termios::tcflow(s, rustix::termios::Action::OOff);
-                self.drained();
-            }
+            // What the command wrote so far is shown; nothing after it
+            // until `held` is dropped, on every way out of here.
+            let held = self.hold.hold();
             let (tx, rx) = std::sync::mpsc::channel();
             *self.divert.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx);
             // Raw mode: a line ends with CR LF, and ours starts on its own.
@@ -94,33 +95,13 @@ mod imp {
                 let _ = err.flush();
             };
             say(&format!("\r\n{question} "));
-            let key = first_key(&rx, wanted);
+            // The run waits for this hold once its command is gone: a
+            // question about it is no longer wanted.
+            let key = first_key(&rx, &|| wanted() && !held.run_ending());
             *self.divert.lock().unwrap_or_else(PoisonError::into_inner) = None;
             say("\r\n");
-            if let Some(s) = &slave {
-                let _ = rustix::termios::tcflow(s, rustix::termios::Action::OOn);
-            }
+            drop(held);
             key
-        }
-
-        /// Gives the executor a moment to copy out what the command wrote
-        /// before its output was suspended, so the question follows it
-        /// rather than landing in its middle. Bounded: cosmetic only.
-        fn drained(&self) {
-            let pause = rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 20_000_000,
-            };
-            for _ in 0..25 {
-                let mut fds = [PollFd::new(&*self.master, PollFlags::IN)];
-                match poll(&mut fds, Some(&pause)) {
-                    Ok(0) => return,
-                    Ok(_) if fds[0].revents().contains(PollFlags::IN) => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => return,
-                }
-            }
         }
     }
 
@@ -219,11 +200,10 @@ mod imp {
             &self.terminal
         }
 
-        /// Asks on this session's terminal (see [`Prompt`]); `None` when
-        /// its master cannot be shared.
+        /// Asks on this session's terminal (see [`Prompt`]).
         pub(crate) fn prompt(&self) -> Option<Prompt> {
             Some(Prompt {
-                master: Arc::new(self.terminal.master().try_clone_to_owned().ok()?),
+                hold: self.terminal.hold(),
                 divert: Arc::clone(&self.divert),
             })
         }
