@@ -39,6 +39,6 @@ pub use spec::{
     Command, ExitFacts, OutputStream, OutputTap, SandboxFacts, ShellRequest, ShellResult,
     ShellSpec, Stdin,
 };
-pub use terminal::{Held, OutputHold, Terminal};
 #[cfg(target_os = "linux")]
 pub use terminal::Winsize;
+pub use terminal::{Held, OutputHold, Terminal};
