@@ -74,6 +74,8 @@ mod frames;
 mod hosts;
 mod live;
 mod mcp;
+#[cfg(target_os = "linux")]
+mod paths;
 mod prompt;
 mod server;
 mod updates;
@@ -86,6 +88,8 @@ pub use error::ServeError;
 pub use frames::MAX_FRAME_BYTES;
 #[cfg(unix)]
 pub use hosts::{ALLOW_ALWAYS, REJECT_ALWAYS};
+#[cfg(target_os = "linux")]
+pub use paths::{ALLOW_DIRECTORY, ALLOW_PATH};
 pub use server::AcpServer;
 use stockade_config::LoadedConfig;
 use stockade_roots::RootPins;

@@ -22,6 +22,11 @@ pub(crate) struct Slot {
     /// Its hosts asked about while a command waits (see `crate::hosts`).
     #[cfg(unix)]
     pub(crate) hosts: Option<crate::hosts::SessionHosts>,
+    /// Its paths asked about while a command waits (see `crate::paths`):
+    /// held while the session is open, unmounted when it ends.
+    #[cfg(target_os = "linux")]
+    #[expect(dead_code, reason = "a mark that it is mounted; it holds nothing")]
+    pub(crate) paths: Option<crate::paths::SessionPaths>,
 }
 
 pub(crate) struct Running {

@@ -225,6 +225,8 @@ impl AcpServer {
         for id in &ended {
             #[cfg(unix)]
             crate::hosts::unmount(&ending.comp, id);
+            #[cfg(target_os = "linux")]
+            crate::paths::unmount(&ending.comp, id);
             ending.comp.end_session(id);
         }
         served?;
@@ -316,6 +318,8 @@ impl AcpServer {
         slots.entry(id.clone()).or_insert_with(|| Slot {
             #[cfg(unix)]
             hosts: crate::hosts::SessionHosts::mount(&self.comp, &self.live, &session),
+            #[cfg(target_os = "linux")]
+            paths: crate::paths::SessionPaths::mount(&self.comp, &self.live, &session),
             session,
             running: None,
             mcp,

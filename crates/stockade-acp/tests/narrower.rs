@@ -1,7 +1,7 @@
 //! The agent's escalation after a write refused outside the writable roots
 //! offers that one directory first, writable for one retry of the call:
-//! through the real `stockade acp` with a scripted model, bwrap and
-//! Landlock, as root and (when we are root) as `nobody`.
+//! through the real `stockade acp` with a scripted model, bwrap, as root
+//! and (when we are root) as `nobody`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod common;
@@ -19,10 +19,13 @@ const WRITE_ASK: Setup = Setup {
     presets: false,
 };
 
+/// bwrap only: under supervised Landlock the running command is asked
+/// about the place itself, and a refusal there is not asked again as a
+/// retry (tests/paths.rs).
 fn backends() -> Vec<&'static str> {
-    let mut b = vec!["landlock"];
+    let mut b = Vec::new();
     if stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
-        b.insert(0, "bwrap");
+        b.push("bwrap");
     }
     b
 }

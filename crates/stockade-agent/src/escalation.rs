@@ -332,6 +332,13 @@ impl EscalationGate {
         if session.rejected_before(tool, subject, effect, effective, None) {
             return false;
         }
+        // The user refused writing there while this call's command waited
+        // (a path question): asking again as a retry would ask twice.
+        let refused = session
+            .with_records(|r| stockade_session::knobs::paths_refused_during(r, &ctx.call_id));
+        if refused.iter().any(|p| p.starts_with(dir)) {
+            return false;
+        }
         let request = ApprovalRequest {
             session: session.id().clone(),
             tool: tool.to_owned(),

@@ -2,9 +2,11 @@
 //! over its own event and nothing else, so the log stays the only store and a
 //! resumed session folds to exactly what it had.
 
+use std::path::PathBuf;
+
 use stockade_core::{ApprovalOutcome, ApprovalPolicy, NetworkMode, SandboxMode};
 
-use crate::{Event, HostAnswer, Record};
+use crate::{Event, HostAnswer, PathAnswer, Record};
 
 /// The value of the last `sandbox/mode` event, if any.
 pub fn sandbox_override(records: &[Record]) -> Option<SandboxMode> {
@@ -63,6 +65,31 @@ pub fn host_answers(records: &[Record]) -> (Vec<String>, Vec<String>) {
         }
     }
     (allowed, refused)
+}
+
+/// The paths the user refused while the call `call_id` ran (an
+/// `fs/path-asked` under it, answered `refused`), in the order asked: the
+/// user already said no to writing there, so a retry with that place
+/// writable is not offered for the same call. An unanswered question (timed
+/// out) is no answer and is not listed.
+pub fn paths_refused_during(records: &[Record], call_id: &str) -> Vec<PathBuf> {
+    let mut asked: Vec<&PathBuf> = Vec::new();
+    let mut refused = Vec::new();
+    for r in records {
+        match &r.event {
+            Event::PathAsked {
+                path,
+                call_id: Some(c),
+                ..
+            } if c == call_id => asked.push(path),
+            Event::PathAnswered {
+                path,
+                answer: PathAnswer::Refused,
+            } if asked.contains(&path) && !refused.contains(path) => refused.push(path.clone()),
+            _ => {}
+        }
+    }
+    refused
 }
 
 /// Whether the user already rejected a request for the same effect that
@@ -185,6 +212,32 @@ mod tests {
             changed.extend(records(vec![change]));
             assert_eq!(host_answers(&changed), (vec![], vec![]));
         }
+    }
+
+    #[test]
+    fn paths_refused_during_a_call_are_those_it_asked_and_the_user_refused() {
+        let asked = |path: &str, call: &str| Event::PathAsked {
+            op: "write".into(),
+            path: path.into(),
+            call_id: Some(call.into()),
+        };
+        let answered = |path: &str, answer| Event::PathAnswered {
+            path: path.into(),
+            answer,
+        };
+        let rs = records(vec![
+            asked("/srv/a", "c1"),
+            answered("/srv/a", PathAnswer::Refused),
+            asked("/srv/b", "c1"),
+            answered("/srv/b", PathAnswer::AllowPath),
+            asked("/srv/c", "c1"),
+            answered("/srv/c", PathAnswer::TimedOut),
+            asked("/srv/d", "c2"),
+            answered("/srv/d", PathAnswer::Refused),
+        ]);
+        assert_eq!(paths_refused_during(&rs, "c1"), [PathBuf::from("/srv/a")]);
+        assert_eq!(paths_refused_during(&rs, "c2"), [PathBuf::from("/srv/d")]);
+        assert!(paths_refused_during(&rs, "c3").is_empty());
     }
 
     #[test]

@@ -1,0 +1,294 @@
+//! A place outside every writable root, asked about while the command that
+//! wants it waits (supervised Landlock under workspace-write: only its
+//! supervisor can hold a refused file operation): a
+//! `session/request_permission` on the running bash call with
+//! `allow_path`, `allow_directory` and `reject_once`, the call showing that
+//! it waits meanwhile. Mounted per session on the local provider when the
+//! composition has an approval service; the provider itself mounts it only
+//! where it can ask, and it and the launcher refuse without asking what
+//! may never be offered (stockade's control state, names the user's tools
+//! execute later, devices and kernel interfaces).
+//!
+//! A grant lasts for the rest of that command only: nothing is remembered
+//! for the session, so nothing is folded when it is loaded. Every question
+//! and answer is a session-log event with the path (`fs/path-asked`,
+//! `fs/path-answered`), for audits.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    Content, ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, SessionUpdate, ToolCallContent, ToolCallId, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields,
+};
+use stockade_agent::ApprovalService;
+use stockade_core::ApprovalPolicy;
+use stockade_local::{PathAnswer, PathApproval, PathApprover, PathOp, PathQuestion, PathReply};
+use stockade_session::{Event, PathAnswer as Logged, Session};
+
+use crate::compose::Composition;
+use crate::live::Live;
+use crate::log;
+use crate::updates::send;
+
+/// The option ids a path question offers (with [`crate::REJECT_ONCE`]).
+pub const ALLOW_PATH: &str = "allow_path";
+pub const ALLOW_DIRECTORY: &str = "allow_directory";
+
+/// How often a waiting question checks whether the command still waits
+/// for it (the provider's reply says so only when asked).
+const RECHECK: Duration = Duration::from_millis(200);
+
+/// One session's questions about paths, mounted on the provider. Holds
+/// nothing: every grant is the command's own, kept by its supervisor.
+pub(crate) struct SessionPaths;
+
+impl SessionPaths {
+    /// Mount it for `session`, or `None` when nothing can ask: no approval
+    /// service, or no local provider. Must be called within the server's
+    /// runtime.
+    pub(crate) fn mount(comp: &Composition, live: &Arc<Live>, session: &Session) -> Option<Self> {
+        let local = comp.local.as_ref()?;
+        let approval = comp.approval.clone()?;
+        let asker = Arc::new(Asker {
+            live: live.clone(),
+            session: session.clone(),
+            approval,
+            runtime: tokio::runtime::Handle::try_current().ok()?,
+        });
+        let mut approval = PathApproval::new(asker).with_timeout(comp.ask_timeout);
+        if let Some(n) = comp.ask_max_questions {
+            approval = approval.with_max_questions(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        local.set_path_approval(Some(session.id().as_str()), Some(approval));
+        Some(Self)
+    }
+}
+
+/// The session `id` is over: no more questions for it.
+pub(crate) fn unmount(comp: &Composition, id: &str) {
+    if let Some(local) = &comp.local {
+        local.set_path_approval(Some(id), None);
+    }
+}
+
+struct Asker {
+    live: Arc<Live>,
+    session: Session,
+    approval: Arc<ApprovalService>,
+    /// The server's runtime, where the request to the client is made (the
+    /// channel calls `ask` on a thread of its own).
+    runtime: tokio::runtime::Handle,
+}
+
+impl PathApprover for Asker {
+    fn ask(&self, question: PathQuestion, reply: PathReply) {
+        let (live, session, approval) = (
+            self.live.clone(),
+            self.session.clone(),
+            self.approval.clone(),
+        );
+        self.runtime
+            .spawn(ask(live, session, approval, question, reply));
+    }
+}
+
+fn record(session: &Session, event: Event) {
+    if let Err(e) = session.append(event) {
+        log(format_args!(
+            "session {}: cannot record a path question: {e}",
+            session.id()
+        ));
+    }
+}
+
+/// The path as an editor may show it: printable ASCII as is, a backslash
+/// doubled, every other byte `\xNN`. The command chooses the name, which
+/// may hold any byte but `/` and NUL: shown raw, control bytes could
+/// disguise the question, and bytes that are no UTF-8 would be lost.
+fn shown(path: &Path) -> String {
+    use std::fmt::Write as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let bytes = path.as_os_str().as_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+    out
+}
+
+/// What the call was doing, as the question and the log name it.
+fn op_name(op: PathOp) -> String {
+    match op {
+        PathOp::Write => "write".into(),
+        PathOp::Mkdir => "mkdir".into(),
+        PathOp::Mknod => "mknod".into(),
+        PathOp::Symlink => "symlink".into(),
+        PathOp::Remove => "remove".into(),
+        PathOp::Rename => "rename".into(),
+        PathOp::Link => "link".into(),
+        PathOp::Truncate => "truncate".into(),
+        PathOp::Chmod => "chmod".into(),
+        PathOp::Chown => "chown".into(),
+        PathOp::Utimes => "utimes".into(),
+        PathOp::SetXattr => "setxattr".into(),
+        PathOp::RemoveXattr => "removexattr".into(),
+        PathOp::Other(code) => format!("operation {code}"),
+        // A kind added later: named by what the seam says of it.
+        other => format!("{other:?}").to_ascii_lowercase(),
+    }
+}
+
+/// Until the command no longer waits for `reply` (its time is up, or it
+/// ended).
+async fn withdrawn(reply: &PathReply) {
+    while reply.is_pending() {
+        tokio::time::sleep(RECHECK).await;
+    }
+}
+
+/// The client's answer as the provider's and the log's; anything but an
+/// allow refuses this command's write.
+fn answer_of(session: &Session, q: &PathQuestion, option: &str) -> (PathAnswer, Logged) {
+    match option {
+        ALLOW_PATH => (PathAnswer::AllowPath, Logged::AllowPath),
+        ALLOW_DIRECTORY => (PathAnswer::AllowDirectory, Logged::AllowDirectory),
+        crate::REJECT_ONCE => (PathAnswer::Refuse, Logged::Refused),
+        other => {
+            log(format_args!(
+                "session {}: unknown permission option {other:?}; {} refused",
+                session.id(),
+                shown(&q.path)
+            ));
+            (PathAnswer::Refuse, Logged::Refused)
+        }
+    }
+}
+
+/// Asks the client; anything but an allow refuses, for this command only.
+async fn ask(
+    live: Arc<Live>,
+    session: Session,
+    approval: Arc<ApprovalService>,
+    q: PathQuestion,
+    reply: PathReply,
+) {
+    // Under `never` no one is asked: refused as without approval.
+    if approval.policy(&session) == ApprovalPolicy::Never {
+        return reply.answer(PathAnswer::Refuse);
+    }
+    // No prompt running (a background job's late write): nobody to ask.
+    let Some(at) = live.running_command(session.id()) else {
+        return reply.answer(PathAnswer::Refuse);
+    };
+    let (path, op) = (shown(&q.path), op_name(q.op));
+    let what = format!("writing {path} ({op})");
+    record(
+        &session,
+        Event::PathAsked {
+            op: op.clone(),
+            path: q.path.clone(),
+            call_id: Some(at.call_id.clone()),
+        },
+    );
+    let call = ToolCallId::new(at.call_id.as_str());
+    send(
+        &at.cx,
+        &at.session,
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call.clone(),
+            ToolCallUpdateFields::new()
+                .status(ToolCallStatus::Pending)
+                .title(format!("{} (waiting for approval of {what})", at.title)),
+        )),
+    );
+    let request = RequestPermissionRequest::new(
+        at.session.clone(),
+        ToolCallUpdate::new(
+            call.clone(),
+            ToolCallUpdateFields::new()
+                .title(format!("Allow {what}?"))
+                .content(vec![ToolCallContent::Content(Content::new(
+                    ContentBlock::from(format!(
+                        "The running command wants {what}, which lies outside every writable root; it waits for your answer. A grant lasts for the rest of this command only."
+                    )),
+                ))]),
+        ),
+        vec![
+            PermissionOption::new(
+                ALLOW_PATH,
+                format!("Allow writing {path} for this command"),
+                PermissionOptionKind::AllowOnce,
+            ),
+            PermissionOption::new(
+                ALLOW_DIRECTORY,
+                "Allow its directory for this command",
+                PermissionOptionKind::AllowOnce,
+            ),
+            PermissionOption::new(crate::REJECT_ONCE, "Refuse", PermissionOptionKind::RejectOnce),
+        ],
+    );
+    // The command stops waiting (timeout, it ended): the request is
+    // dropped, which tells the client to withdraw it.
+    let response = tokio::select! {
+        r = at.cx.send_request(request).block_task() => Some(r),
+        () = withdrawn(&reply) => None,
+    };
+    let (answer, logged) = match response {
+        Some(Ok(r)) => match r.outcome {
+            RequestPermissionOutcome::Selected(s) => answer_of(&session, &q, &s.option_id.0),
+            // Cancelled, or a later protocol revision's outcome.
+            _ => (PathAnswer::Refuse, Logged::Refused),
+        },
+        Some(Err(e)) => {
+            log(format_args!(
+                "session {}: session/request_permission failed: {e}; {path} refused",
+                session.id(),
+            ));
+            (PathAnswer::Refuse, Logged::Refused)
+        }
+        None => (PathAnswer::Refuse, Logged::TimedOut),
+    };
+    record(
+        &session,
+        Event::PathAnswered {
+            path: q.path.clone(),
+            answer: logged,
+        },
+    );
+    // The call runs on (and shows its own title again) whatever the answer.
+    send(
+        &at.cx,
+        &at.session,
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            call,
+            ToolCallUpdateFields::new()
+                .status(ToolCallStatus::InProgress)
+                .title(at.title),
+        )),
+    );
+    reply.answer(answer);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn a_path_is_shown_without_raw_control_bytes() {
+        let path = PathBuf::from(OsStr::from_bytes(b"/srv/a\x1b[2Jb\\c\n\xff"));
+        assert_eq!(shown(&path), "/srv/a\\x1b[2Jb\\\\c\\x0a\\xff");
+    }
+}
