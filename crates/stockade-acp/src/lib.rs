@@ -18,8 +18,12 @@
 //! `allow_once`, `allow_always` (the session's list), `reject_once` and
 //! `reject_always`, the call showing that it waits; questions and answers
 //! are session-log events, and session-wide answers are restored on
-//! `session/load` (see the `hosts` module). `[approval] timeout_ms` bounds
-//! the wait (default 60 s).
+//! `session/load` (see the `hosts` module). Under supervised Landlock and
+//! `workspace-write`, a write outside every writable root is asked about
+//! the same way while the call waits (`allow_path`, `allow_directory`,
+//! `reject_once`; `fs/path-asked` and `fs/path-answered` in the log; a
+//! grant lasts for that command only: see the `paths` module).
+//! `[approval] timeout_ms` bounds the wait (default 60 s).
 //!
 //! For the editor: tool calls carry absolute locations, `write` and `edit`
 //! a diff, a running command its output so far; embedded context in a
