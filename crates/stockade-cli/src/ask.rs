@@ -109,17 +109,47 @@ pub(crate) mod running {
 
     use crate::terminal::Prompt;
 
-    /// Where a question is shown: the run's pty session while there is
-    /// one (set by the run), else `/dev/tty` read a line at a time.
+    /// Where a question is shown (set by the run): see [`Place`].
     #[derive(Clone, Default)]
-    pub(crate) struct Desk(Arc<Mutex<Option<Prompt>>>);
+    pub(crate) struct Desk(Arc<Mutex<Place>>);
+
+    /// Where a question is shown. Never where the command can write beside
+    /// it: the command could imitate a question or an answer there.
+    #[derive(Clone, Default)]
+    enum Place {
+        /// `/dev/tty`, read a line at a time: no run, or a run whose output
+        /// is not shown (`--json`: captured) and whose stdin is not the
+        /// terminal (see `exec`).
+        #[default]
+        Tty,
+        /// The run's pty session: the command's output is held while the
+        /// question shows (see `terminal`).
+        Prompt(Prompt),
+        /// Nowhere: the run shows the command's output on the terminal
+        /// with nothing to hold it (no pty session: stdout or stderr not a
+        /// terminal, or stockade a background job). Refused unasked, as
+        /// without `--ask`; the retry after the run is still offered.
+        Shared,
+    }
 
     impl Desk {
+        /// No run (or one that is over): `/dev/tty`.
         pub(crate) fn set(&self, prompt: Option<Prompt>) {
-            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = prompt;
+            self.set_run(prompt, false);
         }
 
-        fn prompt(&self) -> Option<Prompt> {
+        /// A run: its pty session's prompt, else `/dev/tty` when its output
+        /// is not `shown` on the terminal, else nowhere.
+        pub(crate) fn set_run(&self, prompt: Option<Prompt>, shown: bool) {
+            let place = match prompt {
+                Some(p) => Place::Prompt(p),
+                None if shown => Place::Shared,
+                None => Place::Tty,
+            };
+            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = place;
+        }
+
+        fn place(&self) -> Place {
             self.0
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -294,12 +324,13 @@ pub(crate) mod running {
         }
     }
 
-    /// `text` on the run's pty session, else on `/dev/tty`; the key
-    /// typed, or `None` once `wanted` says no one waits any more.
+    /// `text` where the desk says; the key typed, or `None` once `wanted`
+    /// says no one waits any more, or when it cannot be asked.
     fn ask(desk: &Desk, text: &str, wanted: &dyn Fn() -> bool) -> Option<u8> {
-        match desk.prompt() {
-            Some(p) => p.ask(text, wanted),
-            None => ask_tty(text, wanted),
+        match desk.place() {
+            Place::Prompt(p) => p.ask(text, wanted),
+            Place::Tty => ask_tty(text, wanted),
+            Place::Shared => None,
         }
     }
 

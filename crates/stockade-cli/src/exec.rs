@@ -48,7 +48,14 @@ async fn run_once(
     desk: &Desk,
 ) -> Outcome {
     let mut request = ShellRequest::argv(args.command.clone(), workdir).with_policy(policy);
-    request.stdin = Stdin::Inherit;
+    // `--ask --json`: questions are read from the terminal while the
+    // command runs, so it gets none of it (it could print beside a
+    // question, or take the answer).
+    request.stdin = if args.json && desk.is_some() {
+        Stdin::Null
+    } else {
+        Stdin::Inherit
+    };
     request.passthrough = !args.json;
     // The command runs in the terminal's foreground with us, so it can read
     // the terminal; cancellation still kills its group.
@@ -59,7 +66,10 @@ async fn run_once(
     request.terminal = session.as_ref().map(|s| s.terminal().clone());
     #[cfg(target_os = "linux")]
     if let Some(d) = desk {
-        d.set(session.as_ref().and_then(terminal::Session::prompt));
+        d.set_run(
+            session.as_ref().and_then(terminal::Session::prompt),
+            !args.json,
+        );
     }
     let mut interrupts = Interrupts::catch(session.is_none());
     let run = exec.run(exec.resolve(request));

@@ -6,8 +6,10 @@
 //! backends, as root and (when we are root, as in CI) as `nobody`: the
 //! command holds only its own pty's slave, and stockade's copier of the
 //! master stops while the question shows. Its lines are held, not lost:
-//! every number up to the loop's last arrives after the answer. When
-//! `CI=true` a missing runner or tool fails.
+//! every number up to the loop's last arrives after the answer. Under
+//! `--json` (no pty of stockade's: the question is read from `/dev/tty`)
+//! the command's stdin is not the terminal, so what it writes there is
+//! never shown either. When `CI=true` a missing runner or tool fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
@@ -22,24 +24,33 @@ use stockade_testkit::users::{Who, users};
 
 const QUESTION: &str = "allow network access to other.test:80? [o]nce / [s]ession / [N]o";
 
-/// Resumes its own terminal's output and prints a numbered line, until
-/// `stop` exists; then how many it printed.
+/// Resumes the output of the terminal on descriptor ARGV[0] and writes a
+/// numbered line there, until `stop` exists; then, on stdout, how many it
+/// wrote.
 const SPOOF: &str = r#"use POSIX;
-$| = 1;
+my $fd = $ARGV[0];
 my $i = 0;
 until (-e "stop") {
-    POSIX::tcflow(1, POSIX::TCOON);
+    POSIX::tcflow($fd, POSIX::TCOON);
     $i++;
-    print "SPOOF-$i\n";
+    my $line = "SPOOF-$i\n";
+    POSIX::write($fd, $line, length $line);
     select(undef, undef, undef, 0.02);
 }
+$| = 1;
 print "SPOOF-END $i\n";
 "#;
 
 /// The loop runs beside the connection the question holds, and stops only
-/// once the connection is answered.
-const SCRIPT: &str =
-    "perl spoof.pl & curl -sS -m 60 http://other.test/; echo; touch stop; wait; echo done";
+/// once the connection is answered. It writes to the command's stdout on
+/// its pty, and to the command's stdin under `--json` (a background job's
+/// own stdin is `/dev/null`: descriptor 3 is the command's).
+fn script(pty: bool) -> String {
+    let fd = if pty { 1 } else { 3 };
+    format!(
+        "exec 3<&0; perl spoof.pl {fd} & curl -sS -m 60 http://other.test/; echo; touch stop; wait; echo done"
+    )
+}
 
 /// Listed: loopback (what the test's names resolve to), never other.test.
 const FLAGS: &str =
@@ -107,9 +118,16 @@ struct Shown {
 /// Once the question shows, the terminal is watched for `watch` before
 /// `answer` is typed (the only question this run asks: nothing is left to
 /// an end of input).
-fn at_terminal(s: &Scratch, args: &str, port: u16, watch: Duration, answer: &str) -> Shown {
+fn at_terminal(
+    s: &Scratch,
+    args: &str,
+    script: &str,
+    port: u16,
+    watch: Duration,
+    answer: &str,
+) -> Shown {
     let cmd = format!(
-        "{} exec {args} -- sh -c '{SCRIPT}'",
+        "{} exec {args} -- sh -c '{script}'",
         env!("CARGO_BIN_EXE_stockade")
     );
     let mut child = s
@@ -194,11 +212,13 @@ fn at_terminal(s: &Scratch, args: &str, port: u16, watch: Duration, answer: &str
 fn numbers(text: &str) -> Vec<u64> {
     text.split("SPOOF-")
         .skip(1)
-        .filter_map(|rest| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
+        .filter_map(leading_number)
         .collect()
+}
+
+fn leading_number(text: &str) -> Option<u64> {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 #[test]
@@ -208,45 +228,112 @@ fn the_command_cannot_print_while_a_question_is_shown() {
     }
     for who in users() {
         for backend in backends() {
+            for pty in [true, false] {
+                let s = scratch(who);
+                let srv = stockade_testkit::http::ok_server();
+                let (json, answer) = if pty { ("", "y") } else { ("--json", "y\n") };
+                let args = format!("--backend {backend} {FLAGS} {json}");
+                let watch = Duration::from_secs(1);
+                let out = at_terminal(&s, &args, &script(pty), srv.port, watch, answer);
+                let tag = format!("{who:?} {backend} pty={pty}");
+                let text = &out.all;
+                assert!(text.contains(QUESTION), "{tag}: {text}");
+                assert!(out.status.success(), "{tag}: {:?}: {text}", out.status);
+                assert!(text.contains("ok"), "{tag}: {text}");
+                assert!(text.contains("done"), "{tag}: {text}");
+                assert_eq!(srv.hits(), 1, "{tag}: {text}");
+                // Between the question and the answer: none of the command's.
+                assert!(
+                    !out.while_asked.contains("SPOOF"),
+                    "{tag}: shown while asked: {:?}",
+                    out.while_asked
+                );
+                let end = text
+                    .split("SPOOF-END ")
+                    .nth(1)
+                    .and_then(leading_number)
+                    .unwrap_or_else(|| panic!("{tag}: the loop's count is missing: {text}"));
+                if !pty {
+                    // Its stdin is not the terminal: nothing it wrote there
+                    // showed, ever.
+                    assert!(end > 0, "{tag}: {text}");
+                    assert_eq!(numbers(text), Vec::<u64>::new(), "{tag}: {text}");
+                    continue;
+                }
+                // Held, not lost: the loop went on after the question showed
+                // (it stops only once the connection is answered), and every
+                // line it wrote arrived once, in order.
+                let at = text.find(QUESTION).unwrap();
+                let before = numbers(&text[..at]).into_iter().max().unwrap_or(0);
+                assert!(end > before, "{tag}: {end} after {before}: {text}");
+                assert!(
+                    numbers(&text[at..]).first().is_some_and(|&n| n > before),
+                    "{tag}: {text}"
+                );
+                assert_eq!(
+                    numbers(text),
+                    (1..=end).collect::<Vec<_>>(),
+                    "{tag}: {text}"
+                );
+            }
+        }
+    }
+}
+
+/// Without a pty of stockade's while CMD's output is shown (here stdout
+/// to a file, stderr still the terminal), CMD writes to the terminal
+/// itself, with nothing to hold it: nothing is asked while it runs (the
+/// host is refused as without `--ask`), and the retry is offered after
+/// the run, when nothing of the command is left.
+#[test]
+fn where_the_command_shares_the_terminal_nothing_is_asked_while_it_runs() {
+    if !tools() {
+        return;
+    }
+    for who in users() {
+        for backend in backends() {
             let s = scratch(who);
             let srv = stockade_testkit::http::ok_server();
-            let args = format!("--backend {backend} {FLAGS}");
-            let out = at_terminal(&s, &args, srv.port, Duration::from_secs(1), "y");
+            let out_file = s.ws.join("out");
+            let cmd = format!(
+                "{} exec --backend {backend} {FLAGS} -- sh -c 'curl -sS -m 60 http://other.test/; echo done' > {}",
+                env!("CARGO_BIN_EXE_stockade"),
+                out_file.display()
+            );
+            let child = s
+                .who
+                .command("script")
+                .args(["-qec", &cmd, "/dev/null"])
+                .env("XDG_RUNTIME_DIR", &s.state)
+                .env("HOME", &s.state)
+                .env(
+                    "STOCKADE_PROXY_RESOLVE",
+                    format!("other.test=127.0.0.1:{}", srv.port),
+                )
+                .env_remove("TMPDIR")
+                .env_remove("HTTP_PROXY")
+                .env_remove("http_proxy")
+                .env_remove("HTTPS_PROXY")
+                .env_remove("https_proxy")
+                .env_remove("ALL_PROXY")
+                .env_remove("all_proxy")
+                .current_dir(&s.ws)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = stockade_testkit::prompt::answer_in_turn(
+                child,
+                &[("retry this command once", "n\n")],
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
             let tag = format!("{who:?} {backend}");
-            let text = &out.all;
-            assert!(text.contains(QUESTION), "{tag}: {text}");
-            assert!(out.status.success(), "{tag}: {:?}: {text}", out.status);
-            assert!(text.contains("ok"), "{tag}: {text}");
-            assert!(text.contains("done"), "{tag}: {text}");
-            assert_eq!(srv.hits(), 1, "{tag}: {text}");
-            // Between the question and the answer: none of the command's.
-            assert!(
-                !out.while_asked.contains("SPOOF"),
-                "{tag}: shown while asked: {:?}",
-                out.while_asked
-            );
-            // Held, not lost: the loop went on after the question showed
-            // (it stops only once the connection is answered), and every
-            // line it printed arrived once, in order.
-            let end: u64 = text
-                .split("SPOOF-END ")
-                .nth(1)
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{tag}: the loop's count is missing: {text}"));
-            let at = text.find(QUESTION).unwrap();
-            let before = numbers(&text[..at]).into_iter().max().unwrap_or(0);
-            assert!(end > before, "{tag}: {end} after {before}: {text}");
-            let after = &text[at..];
-            assert!(
-                numbers(after).first().is_some_and(|&n| n > before),
-                "{tag}: {text}"
-            );
-            assert_eq!(
-                numbers(text),
-                (1..=end).collect::<Vec<_>>(),
-                "{tag}: {text}"
-            );
+            assert!(!text.contains(QUESTION), "{tag}: {text}");
+            assert!(text.contains("retry this command once"), "{tag}: {text}");
+            assert_eq!(srv.hits(), 0, "{tag}: {text}");
+            let shown = fs::read_to_string(&out_file).unwrap();
+            assert!(shown.contains("done"), "{tag}: {shown}");
         }
     }
 }
