@@ -190,3 +190,135 @@ async fn reject_once_is_todays_refusal_and_is_logged() {
         assert_eq!(events[1]["answer"], "refused");
     }
 }
+
+/// `allow_directory`: the place's directory for the rest of the command,
+/// so its next write there is not asked about.
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_directory_covers_the_next_write_there_unasked() {
+    for who in users() {
+        let Some(w) = World::new_with(|dir| {
+            let out = outside(dir);
+            let command = format!(
+                "echo 1 >> count; echo a > '{a}' && echo b > '{b}' && echo wrote-both",
+                a = out.join("a").display(),
+                b = out.join("b").display()
+            );
+            vec![
+                call(
+                    "call-1",
+                    "bash",
+                    json!({ "command": command, "description": "write outside" }),
+                ),
+                say("done"),
+            ]
+        }) else {
+            return;
+        };
+        let out = outside(w.dir.path());
+        std::fs::create_dir(&out).unwrap();
+        let server = w.server(&WRITE_ASK).run_as(who);
+        w.own(who);
+        let seen = Arc::new(Seen::default());
+        let stop = common::one_prompt(
+            &w,
+            server,
+            Answer::Pick("allow_directory"),
+            seen.clone(),
+            "go",
+        )
+        .await;
+        assert_eq!(stop, StopReason::EndTurn, "{who:?}");
+        assert_eq!(seen.asks().len(), 1, "{who:?}: {:?}", seen.asks());
+        assert_eq!(std::fs::read_to_string(out.join("a")).unwrap(), "a\n");
+        assert_eq!(std::fs::read_to_string(out.join("b")).unwrap(), "b\n");
+        assert_eq!(std::fs::read_to_string(w.ws.join("count")).unwrap(), "1\n");
+        let events = path_events(&w);
+        assert_eq!(events.len(), 2, "{who:?}: {events:?}");
+        assert_eq!(events[1]["answer"], "allow-directory");
+    }
+}
+
+/// Under approval policy `never` nobody is asked: today's refusal, and no
+/// question in the log.
+#[tokio::test(flavor = "multi_thread")]
+async fn under_approval_never_nothing_is_asked() {
+    const WRITE_NEVER: Setup = Setup {
+        mode: "workspace-write",
+        approval: Some("never"),
+        presets: false,
+    };
+    for who in users() {
+        let Some((w, target)) = world() else { return };
+        let server = w.server(&WRITE_NEVER).run_as(who);
+        w.own(who);
+        let seen = Arc::new(Seen::default());
+        let stop = common::one_prompt(&w, server, Answer::Allow, seen.clone(), "go").await;
+        assert_eq!(stop, StopReason::EndTurn, "{who:?}");
+        assert!(seen.asks().is_empty(), "{who:?}: {:?}", seen.asks());
+        assert!(!target.exists(), "{who:?}");
+        let messages = w.model_messages();
+        let result = common::last_content(messages.last().unwrap());
+        assert!(result.contains("Permission denied"), "{who:?}: {result}");
+        assert!(path_events(&w).is_empty(), "{who:?}");
+    }
+}
+
+/// No answer within `[approval] timeout_ms`: the question is withdrawn,
+/// the write refused and the answer logged `timed-out`; that is no "no",
+/// so the retry with its directory writable is still offered (declined
+/// here). Who::Me; the users' legs are above.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unanswered_question_times_out_and_is_logged() {
+    use agent_client_protocol::v1::schema::{
+        PermissionOptionId, RequestPermissionOutcome, RequestPermissionResponse,
+        SelectedPermissionOutcome,
+    };
+    let Some((w, target)) = world() else { return };
+    let server = w.server_at(&WRITE_ASK, &w.config_path(), &w.state, |t| {
+        t.replace(
+            "[approval]\npolicy = \"ask\"\n",
+            "[approval]\npolicy = \"ask\"\ntimeout_ms = 1000\n",
+        )
+    });
+    let seen = Arc::new(Seen::default());
+    let held = seen.clone();
+    let ws = w.ws.clone();
+    let stop = common::run(server, Answer::Hold, seen.clone(), async move |cx| {
+        let id = common::open_session(&cx, &ws).await?;
+        let prompt = cx.send_request(common::prompt(&id, "go")).block_task();
+        // The path question is held past its time; the retry offered
+        // after it is declined.
+        let decline_retry = async {
+            let retry = loop {
+                let mut h = held.held.lock().unwrap();
+                if h.len() == 2 {
+                    break h.remove(1);
+                }
+                drop(h);
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            };
+            retry
+                .respond(RequestPermissionResponse::new(
+                    RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
+                        PermissionOptionId::new("reject_once"),
+                    )),
+                ))
+                .unwrap();
+        };
+        let (stop, ()) = futures::join!(prompt, decline_retry);
+        Ok(stop?.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, StopReason::EndTurn);
+    let asks = seen.asks();
+    assert_eq!(asks.len(), 2, "{asks:?}");
+    let options: Vec<&str> = asks[0].options.iter().map(|o| &*o.option_id.0).collect();
+    assert_eq!(options, ["allow_path", "allow_directory", "reject_once"]);
+    let retry = asks[1].tool_call.fields.title.clone().unwrap_or_default();
+    assert!(retry.contains("writable"), "{retry}");
+    assert!(!target.exists());
+    assert_eq!(std::fs::read_to_string(w.ws.join("count")).unwrap(), "1\n");
+    let events = path_events(&w);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[1]["answer"], "timed-out");
+}
