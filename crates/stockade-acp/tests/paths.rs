@@ -290,11 +290,13 @@ async fn an_unanswered_question_times_out_and_is_logged() {
         // after it is declined.
         let decline_retry = async {
             let retry = loop {
-                let mut h = held.held.lock().unwrap();
-                if h.len() == 2 {
-                    break h.remove(1);
+                let second = {
+                    let mut h = held.held.lock().unwrap();
+                    (h.len() == 2).then(|| h.remove(1))
+                };
+                if let Some(r) = second {
+                    break r;
                 }
-                drop(h);
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             };
             retry
