@@ -337,3 +337,92 @@ fn where_the_command_shares_the_terminal_nothing_is_asked_while_it_runs() {
         }
     }
 }
+
+/// The command ends while its question is shown: the question is
+/// withdrawn (the run's end waits for that, not for an answer), and what
+/// the command wrote meanwhile, held, is shown after it, not lost.
+#[test]
+fn a_command_that_ends_while_asked_is_shown_after_the_question() {
+    if !tools() {
+        return;
+    }
+    for who in users() {
+        for backend in backends() {
+            let s = scratch(who);
+            let srv = stockade_testkit::http::ok_server();
+            let script = "curl -sS -m 60 http://other.test/ & while [ ! -e asked ]; do sleep 0.05; done; echo LAST-WORDS; exit 3";
+            let cmd = format!(
+                "{} exec --backend {backend} {FLAGS} -- sh -c '{script}'",
+                env!("CARGO_BIN_EXE_stockade"),
+            );
+            let mut child = s
+                .who
+                .command("script")
+                .args(["-qec", &cmd, "/dev/null"])
+                .env("XDG_RUNTIME_DIR", &s.state)
+                .env("HOME", &s.state)
+                .env(
+                    "STOCKADE_PROXY_RESOLVE",
+                    format!("other.test=127.0.0.1:{}", srv.port),
+                )
+                .env_remove("TMPDIR")
+                .env_remove("HTTP_PROXY")
+                .env_remove("http_proxy")
+                .env_remove("HTTPS_PROXY")
+                .env_remove("https_proxy")
+                .env_remove("ALL_PROXY")
+                .env_remove("all_proxy")
+                .current_dir(&s.ws)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+            let reader = std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                    let _ = tx.send(buf[..n].to_vec());
+                }
+            });
+            let mut all = Vec::new();
+            let mut stdin = child.stdin.take().unwrap();
+            let until = |all: &mut Vec<u8>, what: &str| {
+                while !String::from_utf8_lossy(all).contains(what) {
+                    match rx.recv_timeout(Duration::from_secs(60)) {
+                        Ok(chunk) => all.extend_from_slice(&chunk),
+                        Err(_) => break,
+                    }
+                }
+            };
+            until(&mut all, QUESTION);
+            // Only now does the command write, and end.
+            fs::write(s.ws.join("asked"), "").unwrap();
+            // Nothing more is asked (the connection died with the command
+            // before it was refused); a retry question would be declined.
+            until(&mut all, "retry this command once");
+            if String::from_utf8_lossy(&all).contains("retry this command once") {
+                let _ = stdin.write_all(b"n\n");
+                let _ = stdin.flush();
+            }
+            drop(stdin);
+            for chunk in &rx {
+                all.extend_from_slice(&chunk);
+            }
+            reader.join().unwrap();
+            let status = child.wait().unwrap();
+            let text = String::from_utf8_lossy(&all);
+            let tag = format!("{who:?} {backend}");
+            let asked = text
+                .find(QUESTION)
+                .unwrap_or_else(|| panic!("{tag}: {text}"));
+            let last = text
+                .find("LAST-WORDS")
+                .unwrap_or_else(|| panic!("{tag}: the held output is lost: {text}"));
+            assert!(last > asked, "{tag}: {text}");
+            assert_eq!(srv.hits(), 0, "{tag}: {text}");
+            assert_eq!(status.code(), Some(3), "{tag}: {text}");
+        }
+    }
+}
