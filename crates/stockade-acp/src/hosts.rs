@@ -12,6 +12,11 @@
 //! for the session only (never the config file): both are folded from the
 //! log when the session is loaded, and forgotten when the user changes the
 //! session's mode.
+//!
+//! A `task` child's commands are asked too, in the session the user sees,
+//! on the task call that runs the child (mounted as the child starts, see
+//! `Live::ask_for_children`); the questions and answers are logged in the
+//! child's log, as its escalations are.
 
 use std::sync::Arc;
 
@@ -26,7 +31,7 @@ use stockade_local::{HostAnswer, HostApproval, HostApprover, HostGrants, HostQue
 use stockade_session::{Event, HostAnswer as Logged, Session};
 
 use crate::compose::Composition;
-use crate::live::Live;
+use crate::live::{Asking, Live};
 use crate::log;
 use crate::updates::send;
 
@@ -44,8 +49,7 @@ impl SessionHosts {
     /// from its log), or `None` when nothing can ask: no approval service,
     /// or no local provider. Must be called within the server's runtime.
     pub(crate) fn mount(comp: &Composition, live: &Arc<Live>, session: &Session) -> Option<Self> {
-        let local = comp.local.as_ref()?;
-        let approval = comp.approval.clone()?;
+        let asking = Asking::of(comp)?;
         let grants = Arc::new(HostGrants::new());
         let (allowed, refused) = session.host_answers();
         // Names the proxy itself logged: they parse. One that does not is
@@ -56,24 +60,58 @@ impl SessionHosts {
         for h in &refused {
             let _ = grants.refuse(h);
         }
-        let asker = Arc::new(Asker {
-            live: live.clone(),
-            session: session.clone(),
-            approval,
-            runtime: tokio::runtime::Handle::try_current().ok()?,
-        });
-        let mut approval = HostApproval::new(asker, grants.clone()).with_timeout(comp.ask_timeout);
-        if let Some(n) = comp.ask_max_questions {
-            approval = approval.with_max_questions(n);
-        }
-        local.set_host_approval(Some(session.id().as_str()), Some(approval));
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        mount_on(&asking, live, session, grants.clone(), &runtime);
         Some(Self { grants })
+    }
+
+    /// Its session-wide answers, which its `task` children share.
+    pub(crate) fn grants(&self) -> Arc<HostGrants> {
+        self.grants.clone()
     }
 
     /// The user changed something: every host is asked about again.
     pub(crate) fn forget(&self) {
         self.grants.forget();
     }
+}
+
+/// Mount questions for `child`, a running `task` child, sharing `grants`,
+/// the session-wide answers of the session the user sees. A child can
+/// never run wider than its parent, and its questions are shown in the
+/// parent's session: an `allow_always` there is the user's answer for the
+/// session they see (the parent, and every child it delegates to), and one
+/// the parent gave already covers the child without asking.
+pub(crate) fn mount_child(
+    asking: &Asking,
+    live: &Arc<Live>,
+    child: &Session,
+    grants: Arc<HostGrants>,
+    runtime: &tokio::runtime::Handle,
+) {
+    mount_on(asking, live, child, grants, runtime);
+}
+
+fn mount_on(
+    asking: &Asking,
+    live: &Arc<Live>,
+    session: &Session,
+    grants: Arc<HostGrants>,
+    runtime: &tokio::runtime::Handle,
+) {
+    let asker = Arc::new(Asker {
+        live: live.clone(),
+        session: session.clone(),
+        approval: asking.approval.clone(),
+        runtime: runtime.clone(),
+    });
+    let mut approval = HostApproval::new(asker, grants).with_timeout(asking.timeout);
+    if let Some(n) = asking.max_questions {
+        approval = approval.with_max_questions(n);
+    }
+    asking
+        .local
+        .set_host_approval(Some(session.id().as_str()), Some(approval));
 }
 
 /// The session `id` is over: no more questions for it.
@@ -127,7 +165,7 @@ async fn ask(
     }
     // No prompt running (a background job's late connection): nobody to
     // ask.
-    let Some(at) = live.running_command(session.id()) else {
+    let Some(at) = live.running_command(&session) else {
         return;
     };
     let what = format!("network access to {}:{}", q.host, q.port);
@@ -136,7 +174,7 @@ async fn ask(
         Event::HostAsked {
             host: q.host.clone(),
             port: q.port,
-            call_id: Some(at.call_id.clone()),
+            call_id: Some(at.logged_call.clone()),
         },
     );
     let call = ToolCallId::new(at.call_id.as_str());
@@ -150,12 +188,14 @@ async fn ask(
                 .title(format!("{} (waiting for approval of {what})", at.title)),
         )),
     );
+    // A child's question on the task call says so, as its escalations do.
+    let task = if at.origin.is_some() { "task: " } else { "" };
     let request = RequestPermissionRequest::new(
         at.session.clone(),
         ToolCallUpdate::new(
             call.clone(),
             ToolCallUpdateFields::new()
-                .title(format!("Allow {what}?"))
+                .title(format!("{task}Allow {what}?"))
                 .content(vec![ToolCallContent::Content(Content::new(
                     ContentBlock::from(format!(
                         "The running command wants {what}, which is not on the session's host list; its connection waits for your answer."
@@ -220,13 +260,21 @@ async fn ask(
         }
         None => (None, Logged::Unanswered),
     };
-    record(
-        &session,
-        Event::HostAnswered {
-            host: q.host.clone(),
-            answer: logged,
-        },
-    );
+    let answered = Event::HostAnswered {
+        host: q.host.clone(),
+        answer: logged,
+    };
+    // A child's session-wide answer is the parent's grant (see
+    // `mount_child`): logged there too, so loading the parent folds it.
+    if let Some(top) = &at.origin
+        && matches!(
+            logged,
+            Logged::AllowedForSession | Logged::RefusedForSession
+        )
+    {
+        record(top, answered.clone());
+    }
+    record(&session, answered);
     // The call runs on (and shows its own title again) whatever the answer.
     send(
         &at.cx,

@@ -51,6 +51,14 @@ pub(crate) struct RunningCommand {
     pub session: SessionId,
     pub call_id: String,
     pub title: String,
+    /// The asking session's own call whose command waits, as its log names
+    /// it: `call_id` itself, or, for a `task` child, the child's bash call
+    /// (the question is shown on the parent's task call, but logged in the
+    /// child's log like the child's escalations, so the child's later
+    /// retry offer finds the paths refused during its call).
+    pub logged_call: String,
+    /// The session the user sees, when the asker is its `task` child.
+    pub origin: Option<Session>,
 }
 
 /// The sessions of this server, shared with the answerer, which must find
@@ -99,13 +107,16 @@ impl Live {
     /// The newest bash call running in `session`'s prompt, where a
     /// question about its command is shown; `None` without a running
     /// prompt or command (nobody to ask).
+    ///
+    /// For a running `task` child: the parent's task call (the session
+    /// the user sees), while the child has a bash call without a result.
     #[cfg(unix)]
-    pub(crate) fn running_command(
-        &self,
-        session: &stockade_session::SessionId,
-    ) -> Option<RunningCommand> {
+    pub(crate) fn running_command(&self, session: &Session) -> Option<RunningCommand> {
+        if let Some(d) = self.delegations.origin(session.id()) {
+            return self.running_task(session, &d);
+        }
         let slots = self.lock();
-        let running = slots.get(session.as_str())?.running.as_ref()?;
+        let running = slots.get(session.id().as_str())?.running.as_ref()?;
         let commands = running
             .commands
             .lock()
@@ -113,10 +124,96 @@ impl Live {
         let (call_id, title) = commands.last()?.clone();
         Some(RunningCommand {
             cx: running.cx.clone(),
-            session: SessionId::new(session.as_str()),
+            session: SessionId::new(session.id().as_str()),
+            logged_call: call_id.clone(),
             call_id,
             title,
+            origin: None,
         })
+    }
+
+    /// The task call running `child`, titled as the client was shown it.
+    #[cfg(unix)]
+    fn running_task(
+        &self,
+        child: &Session,
+        d: &stockade_agent::Delegation,
+    ) -> Option<RunningCommand> {
+        let logged_call = child.with_records(|r| {
+            stockade_session::unanswered_tool_calls(r)
+                .iter()
+                .rev()
+                .find(|c| c.name == "bash")
+                .map(|c| c.id.clone())
+        })?;
+        let (cx, top) = {
+            let slots = self.lock();
+            let slot = slots.get(d.parent.as_str())?;
+            (slot.running.as_ref()?.cx.clone(), slot.session.clone())
+        };
+        // The title the client was shown for the call, rebuilt from the
+        // same arguments: it is shown again once the question is answered.
+        let cwd = top.header().cwd.clone();
+        let title = top.with_records(|r| {
+            r.iter().rev().find_map(|r| match &r.event {
+                stockade_session::Event::AssistantToolCalls { calls, .. } => calls
+                    .iter()
+                    .find(|c| c.id == d.call_id)
+                    .map(|c| crate::updates::tool_call(&c.id, &c.name, &c.arguments, &cwd).title),
+                _ => None,
+            })
+        })?;
+        Some(RunningCommand {
+            cx,
+            session: SessionId::new(d.parent.as_str()),
+            call_id: d.call_id.clone(),
+            title,
+            logged_call,
+            origin: Some(top),
+        })
+    }
+
+    /// The session-wide host answers of `session`, when it asks about hosts.
+    #[cfg(unix)]
+    fn host_grants(
+        &self,
+        session: &stockade_session::SessionId,
+    ) -> Option<Arc<stockade_local::HostGrants>> {
+        self.lock()
+            .get(session.as_str())?
+            .hosts
+            .as_ref()
+            .map(crate::hosts::SessionHosts::grants)
+    }
+
+    /// Mount questions for every `task` child as it starts: its commands'
+    /// unlisted hosts and (supervised Landlock) outside paths are asked in
+    /// the session the user sees, on the task call. Unmounted when the
+    /// child's task ends.
+    #[cfg(unix)]
+    pub(crate) fn ask_for_children(self: &Arc<Self>, comp: &crate::compose::Composition) {
+        let Some(asking) = Asking::of(comp) else {
+            return;
+        };
+        // Weak: the registry holds this hook and this holds the registry.
+        let live = Arc::downgrade(self);
+        self.delegations
+            .on_child_start(Arc::new(move |child, _: &stockade_agent::Delegation| {
+                let live = live.upgrade()?;
+                let top = live.delegations.origin(child.id())?.parent;
+                // A child asks only where the session the user sees asks
+                // (no approval service, no local provider: neither does).
+                let grants = live.host_grants(&top)?;
+                let runtime = tokio::runtime::Handle::try_current().ok()?;
+                crate::hosts::mount_child(&asking, &live, child, grants, &runtime);
+                #[cfg(target_os = "linux")]
+                crate::paths::mount_child(&asking, &live, child, &runtime);
+                let mounted: stockade_agent::ChildMount = Box::new(ChildMounted {
+                    local: asking.local.clone(),
+                    id: child.id().as_str().to_owned(),
+                });
+                Some(mounted)
+            }));
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
@@ -130,5 +227,46 @@ impl Live {
             .get(session)
             .and_then(|s| s.running.as_ref())
             .map(|r| r.cx.clone())
+    }
+}
+
+/// What a session's questions are asked with, taken from the composition
+/// so a child's can be mounted when its task starts.
+#[cfg(unix)]
+pub(crate) struct Asking {
+    pub local: Arc<stockade_local::LocalProvider>,
+    pub approval: Arc<stockade_agent::ApprovalService>,
+    pub timeout: std::time::Duration,
+    pub max_questions: Option<usize>,
+}
+
+#[cfg(unix)]
+impl Asking {
+    /// `None` when nothing can ask: no approval service, or no local
+    /// provider.
+    pub(crate) fn of(comp: &crate::compose::Composition) -> Option<Self> {
+        Some(Self {
+            local: comp.local.clone()?,
+            approval: comp.approval.clone()?,
+            timeout: comp.ask_timeout,
+            max_questions: comp.ask_max_questions,
+        })
+    }
+}
+
+/// A child's questions, withdrawn from the provider when its task ends
+/// (the provider's session end does so too; this does not rely on it).
+#[cfg(unix)]
+struct ChildMounted {
+    local: Arc<stockade_local::LocalProvider>,
+    id: String,
+}
+
+#[cfg(unix)]
+impl Drop for ChildMounted {
+    fn drop(&mut self) {
+        self.local.set_host_approval(Some(&self.id), None);
+        #[cfg(target_os = "linux")]
+        self.local.set_path_approval(Some(&self.id), None);
     }
 }

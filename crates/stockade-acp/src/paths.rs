@@ -13,6 +13,11 @@
 //! for the session, so nothing is folded when it is loaded. Every question
 //! and answer is a session-log event with the path (`fs/path-asked`,
 //! `fs/path-answered`), for audits.
+//!
+//! A `task` child's commands are asked too, in the session the user sees,
+//! on the task call that runs the child (mounted as the child starts, see
+//! `Live::ask_for_children`); logged in the child's log under the child's
+//! call, as its escalations are, so its retry offer sees what it refused.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,7 +34,7 @@ use stockade_local::{PathAnswer, PathApproval, PathApprover, PathOp, PathQuestio
 use stockade_session::{Event, PathAnswer as Logged, Session};
 
 use crate::compose::Composition;
-use crate::live::Live;
+use crate::live::{Asking, Live};
 use crate::log;
 use crate::updates::send;
 
@@ -50,21 +55,34 @@ impl SessionPaths {
     /// service, or no local provider. Must be called within the server's
     /// runtime.
     pub(crate) fn mount(comp: &Composition, live: &Arc<Live>, session: &Session) -> Option<Self> {
-        let local = comp.local.as_ref()?;
-        let approval = comp.approval.clone()?;
-        let asker = Arc::new(Asker {
-            live: live.clone(),
-            session: session.clone(),
-            approval,
-            runtime: tokio::runtime::Handle::try_current().ok()?,
-        });
-        let mut approval = PathApproval::new(asker).with_timeout(comp.ask_timeout);
-        if let Some(n) = comp.ask_max_questions {
-            approval = approval.with_max_questions(u32::try_from(n).unwrap_or(u32::MAX));
-        }
-        local.set_path_approval(Some(session.id().as_str()), Some(approval));
+        let asking = Asking::of(comp)?;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        mount_child(&asking, live, session, &runtime);
         Some(Self)
     }
+}
+
+/// Mount questions for `session`: one the user opened, or a running `task`
+/// child (asked on its parent's task call, see [`Live::running_command`]).
+pub(crate) fn mount_child(
+    asking: &Asking,
+    live: &Arc<Live>,
+    session: &Session,
+    runtime: &tokio::runtime::Handle,
+) {
+    let asker = Arc::new(Asker {
+        live: live.clone(),
+        session: session.clone(),
+        approval: asking.approval.clone(),
+        runtime: runtime.clone(),
+    });
+    let mut approval = PathApproval::new(asker).with_timeout(asking.timeout);
+    if let Some(n) = asking.max_questions {
+        approval = approval.with_max_questions(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    asking
+        .local
+        .set_path_approval(Some(session.id().as_str()), Some(approval));
 }
 
 /// The session `id` is over: no more questions for it.
@@ -186,7 +204,7 @@ async fn ask(
         return reply.answer(PathAnswer::Refuse);
     }
     // No prompt running (a background job's late write): nobody to ask.
-    let Some(at) = live.running_command(session.id()) else {
+    let Some(at) = live.running_command(&session) else {
         return reply.answer(PathAnswer::Refuse);
     };
     let (path, op) = (shown(&q.path), op_name(q.op));
@@ -196,7 +214,7 @@ async fn ask(
         Event::PathAsked {
             op: op.clone(),
             path: q.path.clone(),
-            call_id: Some(at.call_id.clone()),
+            call_id: Some(at.logged_call.clone()),
         },
     );
     let call = ToolCallId::new(at.call_id.as_str());
@@ -210,12 +228,14 @@ async fn ask(
                 .title(format!("{} (waiting for approval of {what})", at.title)),
         )),
     );
+    // A child's question on the task call says so, as its escalations do.
+    let task = if at.origin.is_some() { "task: " } else { "" };
     let request = RequestPermissionRequest::new(
         at.session.clone(),
         ToolCallUpdate::new(
             call.clone(),
             ToolCallUpdateFields::new()
-                .title(format!("Allow {what}?"))
+                .title(format!("{task}Allow {what}?"))
                 .content(vec![ToolCallContent::Content(Content::new(
                     ContentBlock::from(format!(
                         "The running command wants {what}, which lies outside every writable root; it waits for your answer. A grant lasts for the rest of this command only."

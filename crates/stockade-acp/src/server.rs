@@ -102,6 +102,9 @@ impl AcpServer {
             delegations,
         };
         let comp = compose(config, env, answerer, hooks, &sessions)?;
+        // A `task` child's commands ask too, on the parent's task call.
+        #[cfg(unix)]
+        live.ask_for_children(&comp);
         control.hold_extra_roots(config, env)?;
         Ok(Self {
             comp,

@@ -99,7 +99,7 @@ pub(crate) fn describe(
     }
 }
 
-fn tool_call(id: &str, name: &str, raw_arguments: &str, cwd: &Path) -> ToolCall {
+pub(crate) fn tool_call(id: &str, name: &str, raw_arguments: &str, cwd: &Path) -> ToolCall {
     let args = arguments(raw_arguments);
     let (title, kind, locations) = describe(name, &args, cwd);
     ToolCall::new(ToolCallId::new(id), title)

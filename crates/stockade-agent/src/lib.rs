@@ -25,4 +25,4 @@ pub use tool::{EditorFiles, FileDiff, Tool, ToolContext, ToolOutput, ToolProgres
 pub use tools::bash::BashTool;
 pub use tools::files::{EditTool, ReadTool, WriteTool};
 pub use tools::job_output::JobOutputTool;
-pub use tools::task::{Delegation, Delegations, TaskTool};
+pub use tools::task::{ChildMount, ChildStart, Delegation, Delegations, TaskTool};

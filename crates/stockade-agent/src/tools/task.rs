@@ -27,18 +27,54 @@ pub struct Delegation {
     pub call_id: String,
 }
 
+/// What a front end mounts for a running child (e.g. the channel its
+/// commands ask the user through), held until the child's task ends and
+/// then dropped.
+pub type ChildMount = Box<dyn Send>;
+
+/// Called as a child starts, once it is registered (so [`Delegations::origin`]
+/// finds it), with the child and where it came from.
+pub type ChildStart = Arc<dyn Fn(&Session, &Delegation) -> Option<ChildMount> + Send + Sync>;
+
 /// The running children of this process's sessions. A front end asks it
 /// where to show a child's questions: under the task call of the session
 /// the user is looking at.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Delegations {
     running: Mutex<HashMap<SessionId, Delegation>>,
+    /// Set by the front end after it is composed (it holds this registry,
+    /// so it cannot be passed in when the registry is made).
+    on_start: Mutex<Option<ChildStart>>,
+}
+
+impl std::fmt::Debug for Delegations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delegations")
+            .field("running", &*self.lock())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Delegations {
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Delegation>> {
         // Every change is one map operation: a panic elsewhere leaves it whole.
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Call `start` as each later child starts; what it returns is dropped
+    /// when that child's task ends, however it ends. Replaces an earlier one.
+    pub fn on_child_start(&self, start: ChildStart) {
+        *self.on_start.lock().unwrap_or_else(PoisonError::into_inner) = Some(start);
+    }
+
+    fn started(&self, child: &Session, delegation: &Delegation) -> Option<ChildMount> {
+        // Cloned out so the hook runs without this lock held.
+        let start = self
+            .on_start
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()?;
+        start(child, delegation)
     }
 
     /// The session the user sees for `session` and the call there that
@@ -148,13 +184,15 @@ impl TaskTool {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(format!("cannot create the task's session: {e}")),
         };
-        let _entered = self.delegations.enter(
-            child.id().clone(),
-            Delegation {
-                parent: parent.id().clone(),
-                call_id: ctx.call_id.clone(),
-            },
-        );
+        let delegation = Delegation {
+            parent: parent.id().clone(),
+            call_id: ctx.call_id.clone(),
+        };
+        let _entered = self
+            .delegations
+            .enter(child.id().clone(), delegation.clone());
+        // Dropped before `_entered` (locals drop in reverse), after `_ended`.
+        let _mounted = self.delegations.started(&child, &delegation);
         let _ended = Ended {
             tool: self,
             child: &child,
