@@ -5,8 +5,10 @@
 //! network, approval) are seeded into it as delegated, so it can never run
 //! wider than the parent did at the moment of delegation. It runs on the
 //! same executor, provider, approval chain and model as the parent; its
-//! escalations still ask the user, shown under the parent's task call. It
-//! is offered no `task` tool of its own: delegation is one level deep.
+//! escalations still ask the user, shown under the parent's task call, and
+//! a front end mounts what its commands ask through while it runs
+//! ([`Delegations::on_child_start`]). It is offered no `task` tool of its
+//! own: delegation is one level deep.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
