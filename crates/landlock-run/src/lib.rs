@@ -63,6 +63,8 @@ mod run;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 mod socket_filter;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub mod spawn;
 #[cfg(target_os = "linux")]
 mod status;
 #[cfg(target_os = "linux")]

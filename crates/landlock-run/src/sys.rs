@@ -350,3 +350,118 @@ pub(crate) fn die_of(sig: i32) {
         libc::raise(sig);
     }
 }
+
+/// posix_spawn(3) for `crate::spawn`: glibc starts the child with
+/// `clone(CLONE_VM | CLONE_VFORK)`, so the caller's address space is never
+/// copied, and reports a failed exec as the return value. The file actions
+/// run in order in the child: each `dup2` (which clears close-on-exec on
+/// its target), then the `chdir`. The caller upholds that no `dup2`
+/// source is also an earlier action's target (`crate::spawn` lifts every
+/// source above every target first).
+#[cfg(target_env = "gnu")]
+pub(crate) fn posix_spawn(
+    program: &std::ffi::CStr,
+    argv: &[std::ffi::CString],
+    envp: &[std::ffi::CString],
+    cwd: &std::ffi::CStr,
+    dup2: &[(BorrowedFd<'_>, RawFd)],
+    own_group: bool,
+) -> io::Result<libc::pid_t> {
+    use std::ptr;
+
+    fn check(r: libc::c_int) -> io::Result<()> {
+        match r {
+            0 => Ok(()),
+            e => Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+
+    /// Destroys what `init` made on every way out.
+    struct Actions(libc::posix_spawn_file_actions_t);
+    impl Drop for Actions {
+        fn drop(&mut self) {
+            // SAFETY: initialised by posix_spawn_file_actions_init (the only
+            // way one is built below) and destroyed once, here.
+            unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+        }
+    }
+    struct Attr(libc::posix_spawnattr_t);
+    impl Drop for Attr {
+        fn drop(&mut self) {
+            // SAFETY: initialised by posix_spawnattr_init, destroyed once.
+            unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
+        }
+    }
+
+    let ptrs = |v: &[std::ffi::CString]| -> Vec<*mut libc::c_char> {
+        v.iter()
+            .map(|s| s.as_ptr().cast_mut())
+            .chain(std::iter::once(ptr::null_mut()))
+            .collect()
+    };
+    let (argv, envp) = (ptrs(argv), ptrs(envp));
+
+    // SAFETY: a zeroed posix_spawn_file_actions_t is only storage; init
+    // makes it valid before any other use, and the Drop guard exists only
+    // once init succeeded.
+    let mut actions = unsafe {
+        let mut raw: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        check(libc::posix_spawn_file_actions_init(&mut raw))?;
+        Actions(raw)
+    };
+    for (from, to) in dup2 {
+        // SAFETY: `actions` is initialised; the descriptors are numbers the
+        // child will dup2 (the borrow keeps `from` open until the spawn).
+        check(unsafe {
+            libc::posix_spawn_file_actions_adddup2(&mut actions.0, from.as_raw_fd(), *to)
+        })?;
+    }
+    // SAFETY: `actions` is initialised; glibc copies the path.
+    check(unsafe { libc::posix_spawn_file_actions_addchdir_np(&mut actions.0, cwd.as_ptr()) })?;
+
+    // SAFETY: as for the actions above: storage, made valid by init.
+    let mut attr = unsafe {
+        let mut raw: libc::posix_spawnattr_t = std::mem::zeroed();
+        check(libc::posix_spawnattr_init(&mut raw))?;
+        Attr(raw)
+    };
+    // The child starts as std's spawn leaves it: no signal blocked, SIGPIPE
+    // (which Rust ignores) back to its default; handlers are reset by exec.
+    let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+    if own_group {
+        flags |= libc::POSIX_SPAWN_SETPGROUP;
+    }
+    // SAFETY: `attr` is initialised; the sigsets are local values that
+    // sigemptyset makes valid before use, and glibc copies them.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        check(libc::posix_spawnattr_setsigmask(&mut attr.0, &none))?;
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &pipe))?;
+        check(libc::posix_spawnattr_setpgroup(&mut attr.0, 0))?;
+        // The flags fit a short: the largest glibc defines is 0x100.
+        check(libc::posix_spawnattr_setflags(
+            &mut attr.0,
+            flags as libc::c_short,
+        ))?;
+    }
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: `program`, every argv and envp entry are NUL-terminated C
+    // strings that outlive the call (borrowed from the caller), and both
+    // arrays end with a null pointer; the actions and attributes are
+    // initialised. posix_spawn does not keep any of them.
+    check(unsafe {
+        libc::posix_spawn(
+            &mut pid,
+            program.as_ptr(),
+            &actions.0,
+            &attr.0,
+            argv.as_ptr(),
+            envp.as_ptr(),
+        )
+    })?;
+    Ok(pid)
+}

@@ -22,6 +22,8 @@ mod job;
 mod output;
 mod piped;
 mod process;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod spawn;
 mod spec;
 mod terminal;
 pub mod tree;

@@ -100,11 +100,59 @@ pub(crate) fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Streams> {
 
 pub(crate) struct Running {
     launch: Launch,
-    child: Child,
+    child: Proc,
     group: GroupGuard,
     readers: Vec<tokio::task::JoinHandle<()>>,
     pub shared: Shared,
     started: Instant,
+}
+
+/// The started process: through tokio's fork path, or (a confined run
+/// whose runner takes held descriptors, see `crate::spawn`) without fork.
+enum Proc {
+    Forked(Child),
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    Spawned(crate::spawn::Spawned),
+}
+
+impl Proc {
+    fn id(&self) -> Option<u32> {
+        match self {
+            Proc::Forked(c) => c.id(),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Proc::Spawned(c) => c.id(),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Proc::Forked(c) => c.wait().await,
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Proc::Spawned(c) => c.wait().await,
+        }
+    }
+
+    fn start_kill(&mut self) -> std::io::Result<()> {
+        match self {
+            Proc::Forked(c) => c.start_kill(),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Proc::Spawned(c) => c.start_kill(),
+        }
+    }
+}
+
+type Reader = Box<dyn AsyncRead + Unpin + Send>;
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// A started process and the ends of its stdio that are ours.
+struct Started {
+    child: Proc,
+    stdin: Option<Writer>,
+    stdout: Option<Reader>,
+    stderr: Option<Reader>,
+    /// The terminal, or the one pipe for stdout and stderr.
+    wired: Option<Reader>,
+    status: Option<fds::StatusReader>,
 }
 
 /// Kills the process group if the supervising future is dropped
@@ -224,7 +272,7 @@ mod sys {
 
 #[cfg(unix)]
 mod fds {
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, OwnedFd};
     use std::path::PathBuf;
 
     use command_fds::{CommandFdExt, FdMapping};
@@ -237,6 +285,9 @@ mod fds {
 
     pub(super) type StatusReader = Receiver;
 
+    /// Descriptors of ours and the numbers the child finds them at.
+    pub(super) type Placed = Vec<(OwnedFd, i32)>;
+
     /// Running out of descriptors (or pipes) is an ordinary start failure:
     /// nothing ran and the runner is not to blame.
     fn start_error(launch: &Launch, source: std::io::Error) -> ShellError {
@@ -247,26 +298,19 @@ mod fds {
         }
     }
 
-    /// Arrange for the child to find each held descriptor, and the status
-    /// pipe's write end, at its number. Every copy the parent makes is
-    /// close-on-exec and owned by `cmd` (the dup2 onto the child's number
-    /// happens in the child after fork), so a concurrent spawn of another
-    /// command never inherits one, and dropping `cmd` after spawn closes
-    /// the parent's write end.
-    pub(super) fn place(
-        cmd: &mut Command,
+    /// Each held descriptor, and the status pipe's write end, with the
+    /// number the child must find it at (every copy the parent makes is
+    /// close-on-exec), and the status pipe's read end. Nothing when the
+    /// run places nothing.
+    pub(super) fn placements(
         launch: &Launch,
-    ) -> Result<Option<StatusReader>, ShellError> {
+    ) -> Result<(Placed, Option<StatusReader>), ShellError> {
         let Some(Wrap {
             pass_fds, status, ..
         }) = &launch.wrap
         else {
-            return Ok(None);
+            return Ok((Vec::new(), None));
         };
-        if pass_fds.is_empty() && status.is_none() {
-            // No pre_exec hook at all: std keeps its faster spawn path.
-            return Ok(None);
-        }
         let mut mappings = Vec::with_capacity(pass_fds.len() + 1);
         for p in pass_fds {
             // A duplicate of the file the provider holds open, never a
@@ -276,10 +320,7 @@ mod fds {
                 .as_fd()
                 .try_clone_to_owned()
                 .map_err(|e| start_error(launch, e))?;
-            mappings.push(FdMapping {
-                parent_fd,
-                child_fd: p.child_fd,
-            });
+            mappings.push((parent_fd, p.child_fd));
         }
         let mut reader = None;
         if let Some(channel) = status {
@@ -287,12 +328,33 @@ mod fds {
             // OS has it), so no other child inherits either end.
             let (rx, tx) = std::io::pipe().map_err(|e| start_error(launch, e))?;
             reader = Some(Receiver::from_owned_fd(rx.into()).map_err(|e| start_error(launch, e))?);
-            mappings.push(FdMapping {
-                parent_fd: tx.into(),
-                child_fd: channel.child_fd,
-            });
+            mappings.push((tx.into(), channel.child_fd));
         }
-        let first = mappings.first().map_or(-1, |m| m.child_fd);
+        Ok((mappings, reader))
+    }
+
+    /// Arrange for the child to find each of `placements` at its number.
+    /// The copies are owned by `cmd` (the dup2 onto the child's number
+    /// happens in the child after fork), so a concurrent spawn of another
+    /// command never inherits one, and dropping `cmd` after spawn closes
+    /// the parent's write end.
+    pub(super) fn place(
+        cmd: &mut Command,
+        launch: &Launch,
+    ) -> Result<Option<StatusReader>, ShellError> {
+        let (placed, reader) = placements(launch)?;
+        if placed.is_empty() {
+            // No pre_exec hook at all: std keeps its faster spawn path.
+            return Ok(reader);
+        }
+        let first = placed.first().map_or(-1, |m| m.1);
+        let mappings = placed
+            .into_iter()
+            .map(|(parent_fd, child_fd)| FdMapping {
+                parent_fd,
+                child_fd,
+            })
+            .collect();
         cmd.fd_mappings(mappings)
             .map_err(|_| ShellError::FdPlacement {
                 // check_slots already refused duplicates; this is a backstop.
@@ -485,6 +547,53 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     };
     check_slots(launch.wrap.as_ref())?;
     check_loader_env(&launch)?;
+    let started = match without_fork(&launch, program, args)? {
+        Some(started) => started,
+        None => forked(&launch, program, args)?,
+    };
+    running(launch, started)
+}
+
+/// A confined run whose runner takes held descriptors, not on a terminal
+/// (whose runner is handed it by the fork path), through `crate::spawn`;
+/// `None` for every other run.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn without_fork(
+    launch: &Launch,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Option<Started>, ShellError> {
+    let program = std::path::Path::new(program);
+    let placing = launch
+        .wrap
+        .as_ref()
+        .is_some_and(|w| !w.pass_fds.is_empty() || w.status.is_some());
+    if !placing || launch.terminal.is_some() || !program.is_absolute() {
+        return Ok(None);
+    }
+    let (placed, status) = fds::placements(launch)?;
+    let merge = launch.passthrough && crate::terminal::shared_output();
+    let mut child = crate::spawn::start(launch, program, args, placed, merge)
+        .map_err(|e| spawn_error(launch, e))?;
+    let boxed = |r: Option<tokio::net::unix::pipe::Receiver>| r.map(|r| Box::new(r) as Reader);
+    Ok(Some(Started {
+        stdin: child.stdin.take().map(|w| Box::new(w) as Writer),
+        stdout: boxed(child.stdout.take()),
+        stderr: boxed(child.stderr.take()),
+        wired: boxed(child.merged.take()),
+        status,
+        child: Proc::Spawned(child),
+    }))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn without_fork(_: &Launch, _: &OsString, _: &[OsString]) -> Result<Option<Started>, ShellError> {
+    Ok(None)
+}
+
+/// Through tokio's `Command`: std's posix_spawn when nothing but stdio is
+/// placed, a fork when a `pre_exec` hook places more.
+fn forked(launch: &Launch, program: &OsString, args: &[OsString]) -> Result<Started, ShellError> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(&launch.workdir)
@@ -514,7 +623,7 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     }
     // Every fd std and tokio open is O_CLOEXEC, so the child inherits only
     // 0, 1 and 2, plus what `place` maps onto the numbers the runner expects.
-    let status_reader = fds::place(&mut cmd, &launch)?;
+    let status = fds::place(&mut cmd, launch)?;
     let wired = crate::terminal::wire(&mut cmd, launch.terminal.as_ref(), launch.passthrough)
         .map_err(|source| ShellError::Start {
             program: PathBuf::from(program),
@@ -526,7 +635,26 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     // parent's (the held descriptors' duplicates and the status pipe's write
     // end), so the channel reaches EOF once the runner's own copies close.
     drop(cmd);
-    let mut child = spawned.map_err(|e| spawn_error(&launch, e))?;
+    let mut child = spawned.map_err(|e| spawn_error(launch, e))?;
+    Ok(Started {
+        stdin: child.stdin.take().map(|w| Box::new(w) as Writer),
+        stdout: child.stdout.take().map(|r| Box::new(r) as Reader),
+        stderr: child.stderr.take().map(|r| Box::new(r) as Reader),
+        wired: wired.map(|r| Box::new(r) as Reader),
+        status,
+        child: Proc::Forked(child),
+    })
+}
+
+fn running(launch: Launch, started: Started) -> Result<Running, ShellError> {
+    let Started {
+        child,
+        stdin,
+        stdout,
+        stderr,
+        wired,
+        status: status_reader,
+    } = started;
     // Armed even without a group of our own: a runner that starts a session
     // (landlock-run's setsid) leads a group whose id is the child's pid, and
     // no other group can carry that id while the child lives.
@@ -553,7 +681,7 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
         status: Vec::new(),
     }));
     let mut readers = Vec::new();
-    if let (Stdin::Bytes(bytes), Some(mut pipe)) = (&launch.stdin, child.stdin.take()) {
+    if let (Stdin::Bytes(bytes), Some(mut pipe)) = (&launch.stdin, stdin) {
         let bytes = bytes.clone();
         // Written beside the readers so a command that writes much before
         // reading cannot deadlock against us; a command that exits or
@@ -564,7 +692,7 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
             let _ = pipe.shutdown().await;
         }));
     }
-    if let Some(out) = child.stdout.take() {
+    if let Some(out) = stdout {
         readers.push(tokio::spawn(read(
             out,
             shared.clone(),
@@ -574,7 +702,7 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
             None,
         )));
     }
-    if let Some(err) = child.stderr.take() {
+    if let Some(err) = stderr {
         let sink = launch.passthrough.then(tokio::io::stderr);
         readers.push(tokio::spawn(read(
             err,
