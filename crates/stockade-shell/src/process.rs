@@ -554,9 +554,9 @@ pub(crate) fn spawn(launch: Launch) -> Result<Running, ShellError> {
     running(launch, started)
 }
 
-/// A confined run whose runner takes held descriptors, not on a terminal
-/// (whose runner is handed it by the fork path), through `crate::spawn`;
-/// `None` for every other run.
+/// A confined run whose runner takes held descriptors, through
+/// `crate::spawn` (on a terminal too: the runner makes it the controlling
+/// terminal itself, `--ctty`); `None` for every other run.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn without_fork(
     launch: &Launch,
@@ -568,7 +568,7 @@ fn without_fork(
         .wrap
         .as_ref()
         .is_some_and(|w| !w.pass_fds.is_empty() || w.status.is_some());
-    if !placing || launch.terminal.is_some() || !program.is_absolute() {
+    if !placing || !program.is_absolute() {
         return Ok(None);
     }
     let (placed, status) = fds::placements(launch)?;

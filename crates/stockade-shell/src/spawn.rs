@@ -30,7 +30,8 @@ pub(crate) struct Spawned {
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
     pub stderr: Option<pipe::Receiver>,
-    /// stdout and stderr as one pipe (passthrough into one shared file).
+    /// stdout and stderr as one: the terminal's master, or one pipe
+    /// (passthrough into one shared file).
     pub merged: Option<pipe::Receiver>,
 }
 
@@ -50,8 +51,7 @@ fn environment(set: &[(OsString, OsString)], remove: &[OsString]) -> Vec<(OsStri
     env
 }
 
-/// Starts `launch` (not on a terminal: that path forks, to hand the
-/// runner its terminal) with `placed` (the held descriptors and the status
+/// Starts `launch` with `placed` (the held descriptors and the status
 /// pipe's write end) at the numbers the runner's argv names. `merge`: stdout
 /// and stderr share one pipe (see `terminal::shared_output`).
 pub(crate) fn start(
@@ -63,6 +63,18 @@ pub(crate) fn start(
 ) -> io::Result<Spawned> {
     let mut fds: Vec<(OwnedFd, RawFd)> = Vec::with_capacity(placed.len() + 3);
     let mut stdin = None;
+    let (mut stdout, mut stderr, mut merged) = (None, None, None);
+    if let Some(t) = &launch.terminal {
+        // Its terminal on all three (the runner makes it the controlling
+        // terminal, `--ctty`); what it shows is read from the master.
+        let slave = t.slave()?;
+        fds.push((slave.try_clone()?, 0));
+        fds.push((slave.try_clone()?, 1));
+        fds.push((slave, 2));
+        let wired = t.reader()?;
+        fds.extend(placed);
+        return finish(launch, program, args, fds, None, None, None, Some(wired));
+    }
     match &launch.stdin {
         Stdin::Null => fds.push((std::fs::File::open("/dev/null")?.into(), 0)),
         // Left as it is: the child inherits our 0, whatever it is.
@@ -73,7 +85,6 @@ pub(crate) fn start(
             stdin = Some(pipe::Sender::from_owned_fd(w)?);
         }
     }
-    let (mut stdout, mut stderr, mut merged) = (None, None, None);
     if merge {
         let (r, w) = pipe_pair()?;
         fds.push((w.try_clone()?, 1));
@@ -91,6 +102,23 @@ pub(crate) fn start(
         stderr = Some(r);
     }
     fds.extend(placed);
+    let receiver = |r: Option<OwnedFd>| r.map(pipe::Receiver::from_owned_fd).transpose();
+    let (stdout, stderr, merged) = (receiver(stdout)?, receiver(stderr)?, receiver(merged)?);
+    finish(launch, program, args, fds, stdin, stdout, stderr, merged)
+}
+
+/// Spawns with `fds` placed, and keeps our ends of its stdio.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    launch: &Launch,
+    program: &Path,
+    args: &[OsString],
+    fds: Vec<(OwnedFd, RawFd)>,
+    stdin: Option<pipe::Sender>,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+    merged: Option<pipe::Receiver>,
+) -> io::Result<Spawned> {
     let remove = launch
         .wrap
         .as_ref()
@@ -118,7 +146,6 @@ pub(crate) fn start(
             return Err(e.into());
         }
     };
-    let receiver = |r: Option<OwnedFd>| r.map(pipe::Receiver::from_owned_fd).transpose();
     // Deprecated because a generic `T` may close or swap its descriptor
     // while registered (tokio#8587); an `OwnedFd` owned by the AsyncFd and
     // never handed out mutably keeps the one descriptor until it is
@@ -130,9 +157,9 @@ pub(crate) fn start(
         pidfd,
         status: None,
         stdin,
-        stdout: receiver(stdout)?,
-        stderr: receiver(stderr)?,
-        merged: receiver(merged)?,
+        stdout,
+        stderr,
+        merged,
     })
 }
 
