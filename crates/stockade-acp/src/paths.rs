@@ -30,7 +30,7 @@ use agent_client_protocol::v1::schema::{
 };
 use stockade_agent::ApprovalService;
 use stockade_core::ApprovalPolicy;
-use stockade_local::{PathAnswer, PathApproval, PathApprover, PathOp, PathQuestion, PathReply};
+use stockade_local::{PathAnswer, PathApproval, PathApprover, PathQuestion, PathReply};
 use stockade_session::{Event, PathAnswer as Logged, Session};
 
 use crate::compose::Composition;
@@ -122,47 +122,10 @@ fn record(session: &Session, event: Event) {
     }
 }
 
-/// The path as an editor may show it: printable ASCII as is, a backslash
-/// doubled, every other byte `\xNN`. The command chooses the name, which
-/// may hold any byte but `/` and NUL: shown raw, control bytes could
-/// disguise the question, and bytes that are no UTF-8 would be lost.
+/// The path as an editor may show it (see `escaped`).
 fn shown(path: &Path) -> String {
-    use std::fmt::Write as _;
     use std::os::unix::ffi::OsStrExt as _;
-    let bytes = path.as_os_str().as_bytes();
-    let mut out = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            0x20..=0x7e => out.push(char::from(b)),
-            _ => {
-                let _ = write!(out, "\\x{b:02x}");
-            }
-        }
-    }
-    out
-}
-
-/// What the call was doing, as the question and the log name it.
-fn op_name(op: PathOp) -> String {
-    match op {
-        PathOp::Write => "write".into(),
-        PathOp::Mkdir => "mkdir".into(),
-        PathOp::Mknod => "mknod".into(),
-        PathOp::Symlink => "symlink".into(),
-        PathOp::Remove => "remove".into(),
-        PathOp::Rename => "rename".into(),
-        PathOp::Link => "link".into(),
-        PathOp::Truncate => "truncate".into(),
-        PathOp::Chmod => "chmod".into(),
-        PathOp::Chown => "chown".into(),
-        PathOp::Utimes => "utimes".into(),
-        PathOp::SetXattr => "setxattr".into(),
-        PathOp::RemoveXattr => "removexattr".into(),
-        PathOp::Other(code) => format!("operation {code}"),
-        // A kind added later: named by what the seam says of it.
-        other => format!("{other:?}").to_ascii_lowercase(),
-    }
+    stockade_core::run_approval::escaped(path.as_os_str().as_bytes())
 }
 
 /// Until the command no longer waits for `reply` (its time is up, or it
@@ -207,7 +170,7 @@ async fn ask(
     let Some(at) = live.running_command(&session) else {
         return reply.answer(PathAnswer::Refuse);
     };
-    let (path, op) = (shown(&q.path), op_name(q.op));
+    let (path, op) = (shown(&q.path), q.op.to_string());
     let what = format!("writing {path} ({op})");
     record(
         &session,
@@ -296,19 +259,4 @@ async fn ask(
         )),
     );
     reply.answer(answer);
-}
-
-#[cfg(test)]
-mod tests {
-    use std::ffi::OsStr;
-    use std::os::unix::ffi::OsStrExt as _;
-    use std::path::PathBuf;
-
-    use super::*;
-
-    #[test]
-    fn a_path_is_shown_without_raw_control_bytes() {
-        let path = PathBuf::from(OsStr::from_bytes(b"/srv/a\x1b[2Jb\\c\n\xff"));
-        assert_eq!(shown(&path), "/srv/a\\x1b[2Jb\\\\c\\x0a\\xff");
-    }
 }

@@ -103,8 +103,8 @@ pub(crate) mod running {
 
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     use stockade_local::{
-        HostAnswer, HostApprover, HostQuestion, HostReply, PathAnswer, PathApprover, PathOp,
-        PathQuestion, PathReply,
+        HostAnswer, HostApprover, HostQuestion, HostReply, PathAnswer, PathApprover, PathQuestion,
+        PathReply,
     };
 
     use crate::terminal::Prompt;
@@ -248,21 +248,7 @@ pub(crate) mod running {
         }
     }
 
-    /// `bytes` as the user's terminal may show them: printable ASCII as
-    /// is, a backslash doubled, every other byte `\xNN`. A name may hold
-    /// any byte but `/` and NUL, and the command chooses it: raw, an
-    /// escape sequence in it could redraw the question.
-    pub(crate) fn shown(bytes: &[u8]) -> String {
-        let mut out = String::with_capacity(bytes.len());
-        for &b in bytes {
-            match b {
-                b'\\' => out.push_str("\\\\"),
-                0x20..=0x7e => out.push(char::from(b)),
-                _ => out.push_str(&format!("\\x{b:02x}")),
-            }
-        }
-        out
-    }
+    pub(crate) use stockade_core::run_approval::escaped as shown;
 
     /// The host question as the user reads it.
     pub(crate) fn host_text(q: &HostQuestion) -> String {
@@ -278,29 +264,8 @@ pub(crate) mod running {
         format!(
             "stockade: allow writing {} ({})? [o]nce this path / [d]irectory / [N]o",
             shown(q.path.as_os_str().as_bytes()),
-            op_name(q.op)
+            q.op
         )
-    }
-
-    fn op_name(op: PathOp) -> String {
-        match op {
-            PathOp::Write => "write".into(),
-            PathOp::Mkdir => "mkdir".into(),
-            PathOp::Mknod => "mknod".into(),
-            PathOp::Symlink => "symlink".into(),
-            PathOp::Remove => "remove".into(),
-            PathOp::Rename => "rename".into(),
-            PathOp::Link => "link".into(),
-            PathOp::Truncate => "truncate".into(),
-            PathOp::Chmod => "chmod".into(),
-            PathOp::Chown => "chown".into(),
-            PathOp::Utimes => "utimes".into(),
-            PathOp::SetXattr => "setxattr".into(),
-            PathOp::RemoveXattr => "removexattr".into(),
-            PathOp::Other(code) => format!("operation {code}"),
-            // A kind added later: named by what the seam says of it.
-            other => format!("{other:?}").to_ascii_lowercase(),
-        }
     }
 
     /// A key (or the first letter of a line) as a host answer: `y` or `o`

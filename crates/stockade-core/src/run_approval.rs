@@ -38,6 +38,49 @@ pub enum PathOp {
     Other(u8),
 }
 
+impl fmt::Display for PathOp {
+    /// The name a question and the session log give the operation.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            PathOp::Write => "write",
+            PathOp::Mkdir => "mkdir",
+            PathOp::Mknod => "mknod",
+            PathOp::Symlink => "symlink",
+            PathOp::Remove => "remove",
+            PathOp::Rename => "rename",
+            PathOp::Link => "link",
+            PathOp::Truncate => "truncate",
+            PathOp::Chmod => "chmod",
+            PathOp::Chown => "chown",
+            PathOp::Utimes => "utimes",
+            PathOp::SetXattr => "setxattr",
+            PathOp::RemoveXattr => "removexattr",
+            PathOp::Other(code) => return write!(f, "operation {code}"),
+        };
+        f.write_str(name)
+    }
+}
+
+/// `bytes` (a path or a host a command chose) as a question may show them:
+/// printable ASCII as is, a backslash doubled, every other byte `\xNN`. A
+/// name may hold any byte but `/` and NUL: shown raw, an escape sequence
+/// could redraw or disguise the question, and bytes that are no UTF-8
+/// would be lost.
+pub fn escaped(bytes: &[u8]) -> String {
+    use fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+    out
+}
+
 /// One question, while the command waits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -187,6 +230,16 @@ mod tests {
         fn is_pending(&self) -> bool {
             true
         }
+    }
+
+    #[test]
+    fn a_name_is_shown_without_raw_control_bytes() {
+        assert_eq!(
+            escaped(b"/srv/a\x1b[2Jb\\c\n\xff"),
+            "/srv/a\\x1b[2Jb\\\\c\\x0a\\xff"
+        );
+        assert_eq!(PathOp::SetXattr.to_string(), "setxattr");
+        assert_eq!(PathOp::Other(42).to_string(), "operation 42");
     }
 
     #[test]
