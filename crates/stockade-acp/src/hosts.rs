@@ -31,7 +31,7 @@ use stockade_local::{HostAnswer, HostApproval, HostApprover, HostGrants, HostQue
 use stockade_session::{Event, HostAnswer as Logged, Session};
 
 use crate::compose::Composition;
-use crate::live::{Asking, Live};
+use crate::live::{Asker, Asking, Live, record};
 use crate::log;
 use crate::updates::send;
 
@@ -99,12 +99,7 @@ fn mount_on(
     grants: Arc<HostGrants>,
     runtime: &tokio::runtime::Handle,
 ) {
-    let asker = Arc::new(Asker {
-        live: live.clone(),
-        session: session.clone(),
-        approval: asking.approval.clone(),
-        runtime: runtime.clone(),
-    });
+    let asker = Arc::new(Asker::new(asking, live, session, runtime));
     let mut approval = HostApproval::new(asker, grants).with_timeout(asking.timeout);
     if let Some(n) = asking.max_questions {
         approval = approval.with_max_questions(n);
@@ -121,15 +116,6 @@ pub(crate) fn unmount(comp: &Composition, id: &str) {
     }
 }
 
-struct Asker {
-    live: Arc<Live>,
-    session: Session,
-    approval: Arc<ApprovalService>,
-    /// The server's runtime, where the request to the client is made (the
-    /// proxy calls `ask` on a thread of its own).
-    runtime: tokio::runtime::Handle,
-}
-
 impl HostApprover for Asker {
     fn ask(&self, question: HostQuestion, reply: HostReply) {
         let (live, session, approval) = (
@@ -139,15 +125,6 @@ impl HostApprover for Asker {
         );
         self.runtime
             .spawn(ask(live, session, approval, question, reply));
-    }
-}
-
-fn record(session: &Session, event: Event) {
-    if let Err(e) = session.append(event) {
-        log(format_args!(
-            "session {}: cannot record a host question: {e}",
-            session.id()
-        ));
     }
 }
 

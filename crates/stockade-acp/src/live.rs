@@ -254,6 +254,46 @@ impl Asking {
     }
 }
 
+/// Who asks one session's questions (hosts and paths alike): the request
+/// to the client is made on the server's runtime, since the proxy and the
+/// path channel call in on threads of their own.
+#[cfg(unix)]
+pub(crate) struct Asker {
+    pub live: Arc<Live>,
+    pub session: Session,
+    pub approval: Arc<stockade_agent::ApprovalService>,
+    pub runtime: tokio::runtime::Handle,
+}
+
+#[cfg(unix)]
+impl Asker {
+    pub(crate) fn new(
+        asking: &Asking,
+        live: &Arc<Live>,
+        session: &Session,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            live: live.clone(),
+            session: session.clone(),
+            approval: asking.approval.clone(),
+            runtime: runtime.clone(),
+        }
+    }
+}
+
+/// Appends a question's event to `session`'s log; a log that cannot be
+/// written is said on stderr and the question goes on.
+#[cfg(unix)]
+pub(crate) fn record(session: &Session, event: stockade_session::Event) {
+    if let Err(e) = session.append(event) {
+        crate::log(format_args!(
+            "session {}: cannot record a question: {e}",
+            session.id()
+        ));
+    }
+}
+
 /// A child's questions, withdrawn from the provider when its task ends
 /// (the provider's session end does so too; this does not rely on it).
 #[cfg(unix)]

@@ -34,7 +34,7 @@ use stockade_local::{PathAnswer, PathApproval, PathApprover, PathQuestion, PathR
 use stockade_session::{Event, PathAnswer as Logged, Session};
 
 use crate::compose::Composition;
-use crate::live::{Asking, Live};
+use crate::live::{Asker, Asking, Live, record};
 use crate::log;
 use crate::updates::send;
 
@@ -70,12 +70,7 @@ pub(crate) fn mount_child(
     session: &Session,
     runtime: &tokio::runtime::Handle,
 ) {
-    let asker = Arc::new(Asker {
-        live: live.clone(),
-        session: session.clone(),
-        approval: asking.approval.clone(),
-        runtime: runtime.clone(),
-    });
+    let asker = Arc::new(Asker::new(asking, live, session, runtime));
     let mut approval = PathApproval::new(asker).with_timeout(asking.timeout);
     if let Some(n) = asking.max_questions {
         approval = approval.with_max_questions(u32::try_from(n).unwrap_or(u32::MAX));
@@ -92,15 +87,6 @@ pub(crate) fn unmount(comp: &Composition, id: &str) {
     }
 }
 
-struct Asker {
-    live: Arc<Live>,
-    session: Session,
-    approval: Arc<ApprovalService>,
-    /// The server's runtime, where the request to the client is made (the
-    /// channel calls `ask` on a thread of its own).
-    runtime: tokio::runtime::Handle,
-}
-
 impl PathApprover for Asker {
     fn ask(&self, question: PathQuestion, reply: PathReply) {
         let (live, session, approval) = (
@@ -110,15 +96,6 @@ impl PathApprover for Asker {
         );
         self.runtime
             .spawn(ask(live, session, approval, question, reply));
-    }
-}
-
-fn record(session: &Session, event: Event) {
-    if let Err(e) = session.append(event) {
-        log(format_args!(
-            "session {}: cannot record a path question: {e}",
-            session.id()
-        ));
     }
 }
 
