@@ -106,30 +106,11 @@ impl Host for LinuxHost {
     }
 
     fn landlock_abi(&self) -> Option<u8> {
-        // The crate deliberately hides the raw ABI; asking it to *require*
-        // each ABI's rights answers the same question without unsafe code.
-        let abis = [
-            (ABI::V1, 1),
-            (ABI::V2, 2),
-            (ABI::V3, 3),
-            (ABI::V4, 4),
-            (ABI::V5, 5),
-            (ABI::V6, 6),
-            (ABI::V7, 7),
-            (ABI::V8, 8),
-            (ABI::V9, 9),
-            (ABI::V10, 10),
-        ];
-        abis.iter()
-            .take_while(|(abi, _)| {
-                Ruleset::default()
-                    .set_compatibility(CompatLevel::HardRequirement)
-                    .handle_access(AccessFs::from_all(*abi))
-                    .and_then(|r| r.create())
-                    .is_ok()
-            })
-            .last()
-            .map(|(_, n)| *n)
+        // The running kernel's ABI cannot change while this process runs:
+        // asked once (it cost ten rulesets a question, three questions a
+        // run).
+        static KERNEL_ABI: std::sync::OnceLock<Option<u8>> = std::sync::OnceLock::new();
+        *KERNEL_ABI.get_or_init(kernel_landlock_abi)
     }
 
     fn probe(
@@ -312,4 +293,31 @@ fn run_bounded(
         status.success(),
         String::from_utf8_lossy(&stderr).into_owned(),
     ))
+}
+
+/// The crate deliberately hides the raw ABI; asking it to *require* each
+/// ABI's rights answers the same question without unsafe code.
+fn kernel_landlock_abi() -> Option<u8> {
+    let abis = [
+        (ABI::V1, 1),
+        (ABI::V2, 2),
+        (ABI::V3, 3),
+        (ABI::V4, 4),
+        (ABI::V5, 5),
+        (ABI::V6, 6),
+        (ABI::V7, 7),
+        (ABI::V8, 8),
+        (ABI::V9, 9),
+        (ABI::V10, 10),
+    ];
+    abis.iter()
+        .take_while(|(abi, _)| {
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::from_all(*abi))
+                .and_then(|r| r.create())
+                .is_ok()
+        })
+        .last()
+        .map(|(_, n)| *n)
 }
