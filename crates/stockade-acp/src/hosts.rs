@@ -22,8 +22,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     Content, ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionUpdate, ToolCallContent, ToolCallId, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields,
+    RequestPermissionRequest, ToolCallContent, ToolCallId, ToolCallUpdate, ToolCallUpdateFields,
 };
 use stockade_agent::ApprovalService;
 use stockade_core::ApprovalPolicy;
@@ -33,7 +32,6 @@ use stockade_session::{Event, HostAnswer as Logged, Session};
 use crate::compose::Composition;
 use crate::live::{Asker, Asking, Live, record};
 use crate::log;
-use crate::updates::send;
 
 /// The option ids a host question offers.
 pub const ALLOW_ALWAYS: &str = "allow_always";
@@ -155,16 +153,7 @@ async fn ask(
         },
     );
     let call = ToolCallId::new(at.call_id.as_str());
-    send(
-        &at.cx,
-        &at.session,
-        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-            call.clone(),
-            ToolCallUpdateFields::new()
-                .status(ToolCallStatus::Pending)
-                .title(format!("{} (waiting for approval of {what})", at.title)),
-        )),
-    );
+    at.show_waiting(&what);
     // A child's question on the task call says so, as its escalations do.
     let task = if at.origin.is_some() { "task: " } else { "" };
     let request = RequestPermissionRequest::new(
@@ -252,17 +241,7 @@ async fn ask(
         record(top, answered.clone());
     }
     record(&session, answered);
-    // The call runs on (and shows its own title again) whatever the answer.
-    send(
-        &at.cx,
-        &at.session,
-        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-            call,
-            ToolCallUpdateFields::new()
-                .status(ToolCallStatus::InProgress)
-                .title(at.title),
-        )),
-    );
+    at.show_running();
     match answer {
         Some(a) => reply.answer(a),
         None => drop(reply),

@@ -61,6 +61,39 @@ pub(crate) struct RunningCommand {
     pub origin: Option<Session>,
 }
 
+#[cfg(unix)]
+impl RunningCommand {
+    /// The call shows that it waits for `what` to be approved.
+    pub(crate) fn show_waiting(&self, what: &str) {
+        self.show(
+            agent_client_protocol::v1::schema::ToolCallStatus::Pending,
+            format!("{} (waiting for approval of {what})", self.title),
+        );
+    }
+
+    /// The call runs on, under its own title again, whatever the answer.
+    pub(crate) fn show_running(&self) {
+        self.show(
+            agent_client_protocol::v1::schema::ToolCallStatus::InProgress,
+            self.title.clone(),
+        );
+    }
+
+    fn show(&self, status: agent_client_protocol::v1::schema::ToolCallStatus, title: String) {
+        use agent_client_protocol::v1::schema::{
+            SessionUpdate, ToolCallId, ToolCallUpdate, ToolCallUpdateFields,
+        };
+        crate::updates::send(
+            &self.cx,
+            &self.session,
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                ToolCallId::new(self.call_id.as_str()),
+                ToolCallUpdateFields::new().status(status).title(title),
+            )),
+        );
+    }
+}
+
 /// The sessions of this server, shared with the answerer, which must find
 /// the connection of the prompt that asks.
 pub(crate) struct Live {

@@ -25,8 +25,7 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
     Content, ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionUpdate, ToolCallContent, ToolCallId, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields,
+    RequestPermissionRequest, ToolCallContent, ToolCallId, ToolCallUpdate, ToolCallUpdateFields,
 };
 use stockade_agent::ApprovalService;
 use stockade_core::ApprovalPolicy;
@@ -36,7 +35,6 @@ use stockade_session::{Event, PathAnswer as Logged, Session};
 use crate::compose::Composition;
 use crate::live::{Asker, Asking, Live, record};
 use crate::log;
-use crate::updates::send;
 
 /// The option ids a path question offers (with [`crate::REJECT_ONCE`]).
 pub const ALLOW_PATH: &str = "allow_path";
@@ -158,16 +156,7 @@ async fn ask(
         },
     );
     let call = ToolCallId::new(at.call_id.as_str());
-    send(
-        &at.cx,
-        &at.session,
-        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-            call.clone(),
-            ToolCallUpdateFields::new()
-                .status(ToolCallStatus::Pending)
-                .title(format!("{} (waiting for approval of {what})", at.title)),
-        )),
-    );
+    at.show_waiting(&what);
     // A child's question on the task call says so, as its escalations do.
     let task = if at.origin.is_some() { "task: " } else { "" };
     let request = RequestPermissionRequest::new(
@@ -224,16 +213,6 @@ async fn ask(
             answer: logged,
         },
     );
-    // The call runs on (and shows its own title again) whatever the answer.
-    send(
-        &at.cx,
-        &at.session,
-        SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-            call,
-            ToolCallUpdateFields::new()
-                .status(ToolCallStatus::InProgress)
-                .title(at.title),
-        )),
-    );
+    at.show_running();
     reply.answer(answer);
 }
