@@ -163,12 +163,15 @@ fn a_signal_at_the_question_ends_the_invocation() {
             );
             seen.extend_from_slice(&buf[..n]);
         }
-        // script's one child is stockade.
-        let children = format!("/proc/{0}/task/{0}/children", child.id());
-        let stockade = fs::read_to_string(&children).unwrap();
-        let stockade = stockade.split_whitespace().next().unwrap().to_owned();
+        // stockade itself, wherever it sits below `script` (a `$SHELL -c`
+        // that does not exec, as dash, is between them in CI).
+        let stockade = stockade_testkit::procs::descendant_running(
+            child.id(),
+            Path::new(env!("CARGO_BIN_EXE_stockade")),
+        )
+        .expect("stockade below script");
         let st = Command::new("kill")
-            .args([format!("-{signal}"), stockade])
+            .args([format!("-{signal}"), stockade.to_string()])
             .status()
             .unwrap();
         assert!(st.success());

@@ -47,6 +47,32 @@ pub fn marked(mark: &str) -> Vec<u32> {
     out
 }
 
+/// The first process below `root` (breadth first, across every thread's
+/// children) whose executable is `exe`. A test that signals "the program
+/// under test" must find it this way, never as `root`'s one child: a
+/// wrapper such as `script` runs it through `$SHELL -c`, and a shell that
+/// does not exec its last command (dash, CI's `/bin/sh`) sits between.
+pub fn descendant_running(root: u32, exe: &std::path::Path) -> Option<u32> {
+    let want = std::fs::canonicalize(exe).ok()?;
+    let mut queue = std::collections::VecDeque::from([root]);
+    while let Some(pid) = queue.pop_front() {
+        if pid != root && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == want) {
+            return Some(pid);
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            queue.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +96,39 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(marked(&mark).is_empty());
+    }
+
+    #[test]
+    fn the_program_is_found_below_a_shell_that_does_not_exec_it() {
+        // `sleep` as the second of two commands: no shell execs it in
+        // place, so it is a grandchild.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30; true"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("sh: {e}"));
+        let sleep = std::process::Command::new("sh")
+            .args(["-c", "command -v sleep"])
+            .output()
+            .unwrap_or_else(|e| panic!("sh: {e}"));
+        let sleep = std::path::PathBuf::from(String::from_utf8_lossy(&sleep.stdout).trim());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = None;
+        while found.is_none() && std::time::Instant::now() < deadline {
+            found = descendant_running(child.id(), &sleep);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let found = found.unwrap_or_else(|| panic!("no sleep below {}", child.id()));
+        assert_ne!(found, child.id());
+        let status = std::fs::read_to_string(format!("/proc/{found}/status")).unwrap_or_default();
+        assert!(
+            status.contains(&format!("PPid:\t{}", child.id())),
+            "{status}"
+        );
+        let _ = std::process::Command::new("kill")
+            .arg(found.to_string())
+            .status();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(descendant_running(child.id(), &sleep), None);
     }
 }
