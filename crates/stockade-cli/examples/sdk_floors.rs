@@ -1,0 +1,269 @@
+//! What the SDK costs per confined run over the raw runner it spawns, in
+//! floors, in ONE long-lived process (an agent's situation: the sandbox is
+//! composed once, then every command goes through the executor request
+//! API).
+//!
+//! Per backend (BACKENDS, default `landlock bwrap`) it composes the very
+//! sandbox `stockade exec --workspace W --backend B --network N` composes
+//! (`stockade_config::sandbox`, so the same profile: default deny-read and
+//! protect lists, the same mode and network) and times, interleaved and in
+//! a rotating order each round:
+//!
+//! - `floor`: posix_spawn of FLOOR (a static do-nothing binary) + wait;
+//! - `B-raw`: posix_spawn of the runner argv the provider hands the SDK for
+//!   `[/bin/true]` (`SandboxProvider::confine`, once), its held descriptors
+//!   and a status pipe placed at the numbers that argv names, stdio on
+//!   /dev/null, + wait (the status pipe drained);
+//! - `B-sdk`: `executor.run(executor.resolve(ShellRequest::argv([/bin/true], W)))`
+//!   with the SDK's defaults (output captured, a process group of its own).
+//!
+//! It prints medians and means in ms and `(sdk - raw) / floor` (medians).
+//!
+//! Usage: `sdk_floors FLOOR WORKSPACE` (ROUNDS, default 300; BACKENDS;
+//! NETWORK, default deny; INNER, default /bin/true). The launcher is found
+//! beside this executable, as `stockade` finds it: copy both into one
+//! directory (bench/exec-floors/run does).
+//!
+//! `sdk_floors --once sdk|raw B FLOOR WORKSPACE` makes one run of that row
+//! and nothing else, for `strace -f -e execve` to show that both spawn the
+//! same runner argv with the same descriptors (bench/exec-floors/run checks
+//! it before timing).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::OsString;
+    use std::io::Read as _;
+    use std::os::fd::OwnedFd;
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use stockade_config::{Overrides, Sandbox};
+    use stockade_core::{Confined, NetworkMode, SandboxProvider as _};
+    use stockade_local::BackendPreference;
+    use stockade_shell::{ShellExecutor as _, ShellRequest};
+
+    fn null() -> OwnedFd {
+        std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .unwrap()
+            .into()
+    }
+
+    /// posix_spawn (the SDK's own spawn seam) of `argv` with stdio on
+    /// /dev/null and `placed` at their numbers, then a blocking wait.
+    fn spawn_wait(
+        argv: &[OsString],
+        env: Vec<(OsString, OsString)>,
+        cwd: &Path,
+        placed: Vec<(OwnedFd, i32)>,
+    ) -> i32 {
+        let mut fds = vec![(null(), 0), (null(), 1), (null(), 2)];
+        fds.extend(placed);
+        let pid = landlock_run::spawn::spawn(landlock_run::spawn::Spawn {
+            program: Path::new(&argv[0]),
+            args: &argv[1..],
+            env,
+            cwd,
+            fds,
+            own_group: true,
+        })
+        .unwrap();
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        let (_, s) = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+            .unwrap()
+            .unwrap();
+        s.exit_status().unwrap_or(-1)
+    }
+
+    struct Row {
+        backend: String,
+        sandbox: Sandbox,
+        confined: Confined,
+        env: Vec<(OsString, OsString)>,
+    }
+
+    impl Row {
+        fn new(backend: &str, network: NetworkMode, ws: &Path, inner: &[OsString]) -> Self {
+            let overrides = Overrides {
+                workspace: Some(ws.to_path_buf()),
+                backend: Some(backend.parse::<BackendPreference>().unwrap()),
+                network: Some(network),
+                ..Overrides::from_env()
+            };
+            let sandbox = stockade_config::sandbox(&overrides).unwrap();
+            let policy = sandbox.policy.resolve(None, None);
+            let confined = sandbox
+                .provider
+                .confine(inner, &policy.sandbox_policy().expect("a confining mode"))
+                .unwrap();
+            let env = std::env::vars_os()
+                .filter(|(k, _)| !confined.runner_env_remove.contains(k))
+                .collect();
+            Self {
+                backend: backend.to_owned(),
+                sandbox,
+                confined,
+                env,
+            }
+        }
+
+        fn raw(&self) -> Duration {
+            let t = Instant::now();
+            let mut placed: Vec<(OwnedFd, i32)> = self
+                .confined
+                .pass_fds
+                .iter()
+                .map(|p| (p.file.try_clone().unwrap().into(), p.child_fd))
+                .collect();
+            let mut status = None;
+            if let Some(ch) = &self.confined.status {
+                let (r, w) = std::io::pipe().unwrap();
+                placed.push((w.into(), ch.child_fd));
+                status = Some(r);
+            }
+            let code = spawn_wait(
+                &self.confined.argv,
+                self.env.clone(),
+                &self.sandbox.workdir,
+                placed,
+            );
+            if let Some(mut r) = status {
+                let mut rec = Vec::new();
+                r.read_to_end(&mut rec).unwrap();
+            }
+            let d = t.elapsed();
+            assert_eq!(code, 0, "{} raw runner exited {code}", self.backend);
+            d
+        }
+
+        async fn sdk(&self, inner: &[OsString]) -> Duration {
+            let exec = &self.sandbox.executor;
+            let t = Instant::now();
+            let r = exec
+                .run(exec.resolve(ShellRequest::argv(inner.to_vec(), &self.sandbox.workdir)))
+                .await
+                .unwrap();
+            let d = t.elapsed();
+            assert!(
+                r.exit.success() && !r.denied(),
+                "{} sdk: {r:?}",
+                self.backend
+            );
+            d
+        }
+    }
+
+    fn floor_run(floor: &Path) -> Duration {
+        let t = Instant::now();
+        let code = spawn_wait(
+            &[floor.into()],
+            std::env::vars_os().collect(),
+            Path::new("/"),
+            Vec::new(),
+        );
+        let d = t.elapsed();
+        assert_eq!(code, 0);
+        d
+    }
+
+    fn ms(v: &mut [Duration]) -> (f64, f64) {
+        v.sort();
+        let mean = v.iter().map(Duration::as_secs_f64).sum::<f64>() / v.len() as f64;
+        (v[v.len() / 2].as_secs_f64() * 1e3, mean * 1e3)
+    }
+
+    pub async fn main() {
+        let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+        let once = if args.first().is_some_and(|a| a == "--once") {
+            let what = args[1].to_str().unwrap().to_owned();
+            let backend = args[2].to_str().unwrap().to_owned();
+            args.drain(..3);
+            Some((what, backend))
+        } else {
+            None
+        };
+        let floor = PathBuf::from(args.first().expect("FLOOR: a static do-nothing binary"));
+        let ws = PathBuf::from(args.get(1).expect("WORKSPACE: a directory"));
+        let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+        let rounds: usize = env("ROUNDS", "300").parse().unwrap();
+        let network: NetworkMode = env("NETWORK", "deny").parse().unwrap();
+        let inner: Vec<OsString> = env("INNER", "/bin/true")
+            .split(' ')
+            .map(Into::into)
+            .collect();
+        if let Some((what, backend)) = once {
+            let row = Row::new(&backend, network, &ws, &inner);
+            match what.as_str() {
+                "sdk" => drop(row.sdk(&inner).await),
+                "raw" => drop(row.raw()),
+                other => panic!("--once sdk|raw, not {other}"),
+            }
+            return;
+        }
+        let backends = env("BACKENDS", "landlock bwrap");
+        let rows: Vec<Row> = backends
+            .split_whitespace()
+            .map(|b| Row::new(b, network, &ws, &inner))
+            .collect();
+        // Columns: floor, then raw and sdk per backend.
+        let n = 1 + 2 * rows.len();
+        let mut t: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); n];
+        for r in 0..10 + rounds {
+            // A rotating order: no column always follows the same one.
+            for k in 0..n {
+                let i = (r + k) % n;
+                let d = match i {
+                    0 => floor_run(&floor),
+                    i if i % 2 == 1 => rows[i / 2].raw(),
+                    i => rows[i / 2 - 1].sdk(&inner).await,
+                };
+                if r >= 10 {
+                    t[i].push(d);
+                }
+            }
+        }
+        let (floor_med, floor_mean) = ms(&mut t[0]);
+        println!(
+            "1 floor = {floor_med:.3} ms (median; mean {floor_mean:.3}); {rounds} rounds interleaved, network {network}, command {}",
+            inner
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        println!(
+            "{:<14} {:>9} {:>9} {:>9} {:>9} {:>14}",
+            "row", "median", "mean", "raw med", "sdk-raw", "floors over raw"
+        );
+        println!("{:<14} {floor_med:>9.3} {floor_mean:>9.3}", "floor");
+        for (k, row) in rows.iter().enumerate() {
+            let (rm, rmean) = ms(&mut t[1 + 2 * k]);
+            let (sm, smean) = ms(&mut t[2 + 2 * k]);
+            println!(
+                "{:<14} {rm:>9.3} {rmean:>9.3}",
+                format!("{}-raw", row.backend)
+            );
+            println!(
+                "{:<14} {sm:>9.3} {smean:>9.3} {rm:>9.3} {:>+9.3} {:>+14.2}",
+                format!("{}-sdk", row.backend),
+                sm - rm,
+                (sm - rm) / floor_med
+            );
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn main() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(linux::main());
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {}
