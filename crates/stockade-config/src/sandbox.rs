@@ -179,6 +179,9 @@ impl InvocationError {
 /// sockets, the escalation target, the provider's settings, the held
 /// workspace, the config's place, the extra roots, the network.
 pub fn sandbox(overrides: &Overrides) -> Result<Sandbox, InvocationError> {
+    // Nothing runs until this returns: paths resolved while composing are
+    // resolved once (see `stockade_roots::Composing`).
+    let _composing = stockade_roots::composing();
     let workspace = absolute_dir("--workspace", overrides.workspace.as_deref())
         .map_err(InvocationError::new)?;
     let workdir = command_dir(overrides.cd.as_deref()).map_err(InvocationError::new)?;

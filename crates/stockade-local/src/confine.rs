@@ -413,7 +413,7 @@ fn other_names(
         .collect();
     let mut scanned = roots.clone();
     let ws = policy.workspace_root();
-    let ws = std::fs::canonicalize(ws).unwrap_or_else(|_| ws.to_path_buf());
+    let ws = stockade_roots::canonical(ws).unwrap_or_else(|_| ws.to_path_buf());
     if !scanned.iter().any(|r| ws.starts_with(r)) {
         scanned.push(ws);
     }
@@ -582,7 +582,7 @@ fn protect(
 /// later read-only run trusts).
 pub(crate) fn runner_guards(pins: &RootPins, workspace: &Path) -> Vec<PathBuf> {
     let mut out = pins.all_writable_paths();
-    let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let ws = stockade_roots::canonical(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     if ws.parent().is_some() && !out.contains(&ws) {
         out.push(ws);
     }
@@ -591,11 +591,16 @@ pub(crate) fn runner_guards(pins: &RootPins, workspace: &Path) -> Vec<PathBuf> {
 
 /// A file's identity and content stamp: replacing or rewriting it changes it.
 pub(crate) fn stamp(path: &Path) -> Option<String> {
-    let m = std::fs::metadata(path).ok()?;
+    std::fs::metadata(path).ok().map(|m| stamp_of(&m))
+}
+
+/// The stamp of metadata already read (following symlinks, as a spawn by
+/// path does).
+pub(crate) fn stamp_of(m: &std::fs::Metadata) -> String {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        Some(format!(
+        format!(
             "{}:{}:{}:{}.{}:{:o}",
             m.dev(),
             m.ino(),
@@ -603,11 +608,11 @@ pub(crate) fn stamp(path: &Path) -> Option<String> {
             m.mtime(),
             m.mtime_nsec(),
             m.mode()
-        ))
+        )
     }
     #[cfg(not(unix))]
     {
-        Some(format!("{}:{:?}", m.len(), m.modified().ok()))
+        format!("{}:{:?}", m.len(), m.modified().ok())
     }
 }
 

@@ -7,9 +7,31 @@ use std::time::Duration;
 
 use crate::{Backend, LocalSettings};
 
+/// A runner file as found, with its stamp from the look that found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub path: PathBuf,
+    /// Identity and content (`None`: it could not be looked at). What the
+    /// verdict key carries and the selection later checks the file by.
+    pub stamp: Option<String>,
+}
+
 pub trait Host: Send + Sync {
     /// Where this backend's runner is, or why it cannot be found.
     fn locate(&self, backend: Backend, settings: &LocalSettings) -> Result<PathBuf, String>;
+    /// [`Host::locate`] with the found file's stamp. This default looks at
+    /// the file again; a host whose search already read its metadata
+    /// stamps from that read, so a run looks at each runner once to find
+    /// and key it, and once more right before it runs it.
+    fn locate_stamped(
+        &self,
+        backend: Backend,
+        settings: &LocalSettings,
+    ) -> Result<Located, String> {
+        let path = self.locate(backend, settings)?;
+        let stamp = crate::runner_stamp(&path);
+        Ok(Located { path, stamp })
+    }
     /// The running kernel's Landlock ABI, `None` without Landlock.
     fn landlock_abi(&self) -> Option<u8>;
     /// Whether the Landlock launcher's supervisor (metadata and protected
@@ -30,7 +52,9 @@ pub trait Host: Send + Sync {
     fn tmpdir(&self) -> Option<PathBuf>;
     /// Bytes that change whenever a cached `auto` verdict could be wrong, or
     /// `None` when no trustworthy key can be built (then nothing is cached).
-    fn verdict_key(&self, runners: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>>;
+    /// A runner's part is its path and the stamp it was found with (one
+    /// without a stamp makes no key).
+    fn verdict_key(&self, runners: &[(Backend, Option<&Located>)]) -> Option<Vec<u8>>;
 
     // The Seatbelt rung's facts. Their defaults read the real host, so a
     // host that never serves Seatbelt (Linux) need not restate them; the
@@ -92,7 +116,7 @@ impl Host for NoLinuxHost {
     fn tmpdir(&self) -> Option<PathBuf> {
         None
     }
-    fn verdict_key(&self, _: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>> {
+    fn verdict_key(&self, _: &[(Backend, Option<&Located>)]) -> Option<Vec<u8>> {
         None
     }
 }

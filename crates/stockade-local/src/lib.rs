@@ -73,7 +73,7 @@ use stockade_core::{
 };
 use stockade_roots::RootPins;
 
-pub use host::{Host, default_host};
+pub use host::{Host, Located, default_host};
 pub use rung::{PlatformRung, Rung};
 pub use settings::{
     BackendPreference, LocalSettings, RunnerCommand, SettingsError, create_group_caches,
@@ -254,6 +254,7 @@ impl LocalProvider {
         host: Arc<dyn Host>,
     ) -> Result<Self, SettingsError> {
         settings.validate()?;
+        let _composing = stockade_roots::composing();
         let pins = Arc::new(RootPins::from_env());
         register_control(&pins, &settings);
         Ok(Self {
@@ -275,6 +276,7 @@ impl LocalProvider {
     /// Share held roots with others of the same composition (the file
     /// fence), so a workspace is held once for all of them.
     pub fn with_pins(mut self, pins: Arc<RootPins>) -> Self {
+        let _composing = stockade_roots::composing();
         register_control(&pins, &self.settings);
         self.pins = pins;
         self
@@ -380,9 +382,9 @@ impl LocalProvider {
     fn sole(&self, backend: Backend) -> Result<Selected, SandboxUnavailable> {
         let runner = self
             .host
-            .locate(backend, &self.settings)
+            .locate_stamped(backend, &self.settings)
             .map_err(|d| SandboxUnavailable::single(backend.as_str(), d))?;
-        self.facts(backend, runner)
+        self.facts(backend, runner, None)
             .map_err(|d| SandboxUnavailable::single(backend.as_str(), d))
     }
 
@@ -412,55 +414,71 @@ impl LocalProvider {
         }
     }
 
-    fn facts(&self, backend: Backend, runner: PathBuf) -> Result<Selected, String> {
+    /// The selection of `backend` run by `runner`; bwrap's closer is the
+    /// launcher as already `located` (looked for now when `None`). The
+    /// stamps kept are those each file was found with: the run checks them
+    /// once more, right before it starts the runner.
+    fn facts(
+        &self,
+        backend: Backend,
+        runner: Located,
+        located: Option<&Result<Located, String>>,
+    ) -> Result<Selected, String> {
         let mut fd_closer = None;
-        let (enforcement, landlock_abi) =
-            match backend {
-                Backend::Bwrap => {
-                    // Without it bwrap would hand inherited fds to the command;
-                    // refuse rather than confine less than we say.
-                    let closer = self.host.locate(Backend::Landlock, &self.settings).map_err(|d| {
+        let (enforcement, landlock_abi) = match backend {
+            Backend::Bwrap => {
+                // Without it bwrap would hand inherited fds to the command;
+                // refuse rather than confine less than we say.
+                let closer = match located {
+                    Some(found) => found.clone(),
+                    None => self.host.locate_stamped(Backend::Landlock, &self.settings),
+                }
+                .map_err(|d| {
                     format!("{d} (bwrap runs it inside the sandbox to close inherited descriptors)")
                 })?;
-                    fd_closer = Some(closer);
-                    (Enforcement::Full, None)
+                fd_closer = Some(closer);
+                (Enforcement::Full, None)
+            }
+            Backend::Landlock => match self.host.landlock_abi() {
+                None => {
+                    return Err("the kernel does not support Landlock (or it is disabled)".into());
                 }
-                Backend::Landlock => match self.host.landlock_abi() {
-                    None => {
-                        return Err(
-                            "the kernel does not support Landlock (or it is disabled)".into()
-                        );
-                    }
-                    Some(abi) if abi >= 3 => (Enforcement::Full, Some(abi)),
-                    Some(abi) => (Enforcement::Partial, Some(abi)),
-                },
-            };
+                Some(abi) if abi >= 3 => (Enforcement::Full, Some(abi)),
+                Some(abi) => (Enforcement::Partial, Some(abi)),
+            },
+        };
         let stamps = std::iter::once(&runner)
             .chain(fd_closer.as_ref())
-            .map(|p| (p.clone(), runner_stamp(p)))
+            .map(|l| (l.path.clone(), l.stamp.clone()))
             .collect();
         Ok(Selected {
             backend: SelectedBackend::Linux(backend),
-            runner,
+            runner: runner.path,
             enforcement,
             landlock_abi,
-            fd_closer,
+            fd_closer: fd_closer.map(|l| l.path),
             stamps,
         })
     }
 
-    fn located(&self) -> Vec<(Backend, Result<PathBuf, String>)> {
+    fn located(&self) -> Vec<(Backend, Result<Located, String>)> {
         Backend::LINUX_CHAIN
             .iter()
-            .map(|b| (*b, self.host.locate(*b, &self.settings)))
+            .map(|b| (*b, self.host.locate_stamped(*b, &self.settings)))
             .collect()
     }
 
-    fn verdict_key(&self, located: &[(Backend, Result<PathBuf, String>)]) -> Option<Vec<u8>> {
-        let runners: Vec<(Backend, Option<&Path>)> = located
+    /// The launcher as `located`: bwrap's closer.
+    fn closer(located: &[(Backend, Result<Located, String>)]) -> Option<&Result<Located, String>> {
+        located
             .iter()
-            .map(|(b, r)| (*b, r.as_ref().ok().map(PathBuf::as_path)))
-            .collect();
+            .find(|(b, _)| *b == Backend::Landlock)
+            .map(|(_, r)| r)
+    }
+
+    fn verdict_key(&self, located: &[(Backend, Result<Located, String>)]) -> Option<Vec<u8>> {
+        let runners: Vec<(Backend, Option<&Located>)> =
+            located.iter().map(|(b, r)| (*b, r.as_ref().ok())).collect();
         self.host.verdict_key(&runners)
     }
 
@@ -474,14 +492,15 @@ impl LocalProvider {
         {
             let runner = located.iter().find(|(b, _)| *b == backend);
             if let Some((_, Ok(runner))) = runner
-                && let Ok(sel) = self.facts(backend, runner.clone())
+                && let Ok(sel) = self.facts(backend, runner.clone(), Self::closer(&located))
             {
                 return Ok(sel);
             }
         }
         let mut attempts = Vec::new();
-        for (backend, runner) in located {
-            match self.probe_one(backend, runner) {
+        for (backend, runner) in &located {
+            let backend = *backend;
+            match self.probe_one(backend, runner.clone(), Self::closer(&located)) {
                 Ok(sel) => {
                     if let Some((dir, key)) = &cache {
                         cache::store(dir, key, backend);
@@ -500,10 +519,11 @@ impl LocalProvider {
     fn probe_one(
         &self,
         backend: Backend,
-        runner: Result<PathBuf, String>,
+        runner: Result<Located, String>,
+        closer: Option<&Result<Located, String>>,
     ) -> Result<Selected, String> {
         let runner = runner?;
-        let sel = self.facts(backend, runner)?;
+        let sel = self.facts(backend, runner, closer)?;
         self.host
             .probe(
                 backend,
@@ -570,13 +590,14 @@ impl LocalProvider {
         let key = self.verdict_key(&located);
         let mut backends = Vec::new();
         let mut auto_selects = None;
-        for (backend, runner) in located {
-            let path = runner.as_ref().ok().cloned();
+        for (backend, runner) in &located {
+            let backend = *backend;
+            let path = runner.as_ref().ok().map(|l| l.path.clone());
             let abi = match backend {
                 Backend::Landlock => self.host.landlock_abi(),
                 Backend::Bwrap => None,
             };
-            let line = match self.probe_one(backend, runner) {
+            let line = match self.probe_one(backend, runner.clone(), Self::closer(&located)) {
                 Ok(sel) => {
                     if auto_selects.is_none() {
                         auto_selects = Some(backend.as_str());
@@ -621,7 +642,7 @@ impl LocalProvider {
 }
 
 #[cfg(unix)]
-fn runner_stamp(p: &Path) -> Option<String> {
+pub(crate) fn runner_stamp(p: &Path) -> Option<String> {
     confine::stamp(p)
 }
 
@@ -644,7 +665,7 @@ fn register_control(pins: &RootPins, settings: &LocalSettings) {
 }
 
 #[cfg(not(unix))]
-fn runner_stamp(_: &Path) -> Option<String> {
+pub(crate) fn runner_stamp(_: &Path) -> Option<String> {
     None
 }
 
@@ -743,6 +764,10 @@ impl LocalProvider {
         argv: &[OsString],
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
+        // The run's composition: nothing it confines starts before this
+        // returns, so a path is resolved once within it
+        // (`stockade_roots::Composing`); the scope ends before the spawn.
+        let _composing = stockade_roots::composing();
         // Extra roots are held before the runners are checked, so a runner
         // beneath one is refused like a runner beneath the workspace.
         for given in policy.extra_roots() {

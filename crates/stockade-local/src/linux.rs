@@ -15,7 +15,7 @@ use stockade_core::ConfiningMode;
 use wait_timeout::ChildExt;
 
 use crate::profile::{Grant, LinuxProfile};
-use crate::{Backend, Host, LocalSettings, profile};
+use crate::{Backend, Host, LocalSettings, Located, profile};
 use command_fds::{CommandFdExt, FdMapping};
 
 /// Where a probe hands its workspace to the runner.
@@ -26,18 +26,27 @@ pub(crate) struct LinuxHost;
 const LAUNCHER: &str = "landlock-run";
 
 fn is_executable_file(p: &Path) -> bool {
-    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    executable(p).is_some()
+}
+
+/// `p` as found when it is an executable file, stamped from the same look
+/// (the one metadata read that decides it is a runner also keys it).
+fn executable(p: &Path) -> Option<Located> {
+    let m = fs::metadata(p).ok()?;
+    (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| Located {
+        path: p.to_path_buf(),
+        stamp: Some(crate::confine::stamp_of(&m)),
+    })
 }
 
 /// Only absolute `PATH` entries count: a relative one (`.`, `node_modules/.bin`)
 /// names a different directory wherever stockade runs, typically one a
 /// confined command can write.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+fn find_on_path(name: &str) -> Option<Located> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|d| d.is_absolute())
-        .map(|d| d.join(name))
-        .find(|p| is_executable_file(p))
+        .find_map(|d| executable(&d.join(name)))
 }
 
 /// Why `name` was not found on `PATH`, naming a relative entry that has it.
@@ -56,19 +65,21 @@ fn not_on_path(name: &str) -> String {
     }
 }
 
-fn explicit(p: &Path, what: &str) -> Result<PathBuf, String> {
-    if is_executable_file(p) {
-        Ok(p.to_path_buf())
-    } else {
-        Err(format!(
+fn explicit(p: &Path, what: &str) -> Result<Located, String> {
+    executable(p).ok_or_else(|| {
+        format!(
             "configured {what} {} is not an executable file",
             p.display()
-        ))
-    }
+        )
+    })
 }
 
 impl Host for LinuxHost {
     fn locate(&self, backend: Backend, s: &LocalSettings) -> Result<PathBuf, String> {
+        self.locate_stamped(backend, s).map(|l| l.path)
+    }
+
+    fn locate_stamped(&self, backend: Backend, s: &LocalSettings) -> Result<Located, String> {
         match backend {
             Backend::Bwrap => match &s.bwrap_path {
                 Some(p) => explicit(p, "bwrap_path"),
@@ -85,8 +96,7 @@ impl Host for LinuxHost {
             // installed with it.
             Backend::Landlock => std::env::current_exe()
                 .ok()
-                .and_then(|exe| exe.parent().map(|d| d.join(LAUNCHER)))
-                .filter(|p| is_executable_file(p))
+                .and_then(|exe| exe.parent().and_then(|d| executable(&d.join(LAUNCHER))))
                 .or_else(|| find_on_path(LAUNCHER))
                 .map(Ok)
                 .or_else(|| s.launcher_path.as_deref().map(|p| explicit(p, "launcher_path")))
@@ -200,7 +210,7 @@ impl Host for LinuxHost {
         fs::canonicalize(t).ok().filter(|p| p.is_dir())
     }
 
-    fn verdict_key(&self, runners: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>> {
+    fn verdict_key(&self, runners: &[(Backend, Option<&Located>)]) -> Option<Vec<u8>> {
         let mut key = Vec::new();
         key.extend_from_slice(b"boot=");
         key.extend_from_slice(
@@ -224,10 +234,11 @@ impl Host for LinuxHost {
             key.extend_from_slice(format!(";{backend}=").as_bytes());
             match path {
                 None => key.extend_from_slice(b"absent"),
-                Some(p) => {
-                    // The same stamp a selection checks its runners by.
-                    let stamp = crate::confine::stamp(p)?;
-                    key.extend_from_slice(p.as_os_str().as_bytes());
+                Some(found) => {
+                    // The stamp it was found with, which the selection
+                    // keeps and checks it by before every run.
+                    let stamp = found.stamp.as_deref()?;
+                    key.extend_from_slice(found.path.as_os_str().as_bytes());
                     key.push(b':');
                     key.extend_from_slice(stamp.as_bytes());
                 }

@@ -323,7 +323,7 @@ impl Host for MacHost {
         let t = self.tmpdir_as_set()?;
         std::fs::canonicalize(t).ok().filter(|p| p.is_dir())
     }
-    fn verdict_key(&self, _: &[(crate::Backend, Option<&Path>)]) -> Option<Vec<u8>> {
+    fn verdict_key(&self, _: &[(crate::Backend, Option<&crate::Located>)]) -> Option<Vec<u8>> {
         None
     }
 }

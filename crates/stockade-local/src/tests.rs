@@ -100,7 +100,7 @@ impl Host for FakeHost {
     fn tmpdir(&self) -> Option<PathBuf> {
         self.tmpdir.clone()
     }
-    fn verdict_key(&self, _: &[(Backend, Option<&Path>)]) -> Option<Vec<u8>> {
+    fn verdict_key(&self, _: &[(Backend, Option<&Located>)]) -> Option<Vec<u8>> {
         Some(self.key.lock().unwrap().clone())
     }
     fn tmpdir_as_set(&self) -> Option<PathBuf> {
@@ -1239,4 +1239,76 @@ fn the_network_mode_reaches_the_runner_with_landlocks_gaps_named() {
         .confine(&argv(), &ww(ws.to_str().unwrap()).with_network(listed))
         .unwrap_err();
     assert!(e.to_string().contains("allow-listed"), "{e}");
+}
+
+/// A runner swapped by a rename after selection (another file, same size,
+/// put in its place) is refused: the stamp the selection keeps is the one
+/// the runner was found with, checked once more before the run.
+#[test]
+fn a_runner_swapped_by_rename_after_selection_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let runner = d.path().join("landlock-run");
+    std::fs::write(&runner, b"same").unwrap();
+    let mut host = FakeHost::linux(false, true, Some(7));
+    host.runners.insert(Backend::Landlock, runner.clone());
+    let s = LocalSettings {
+        backend: BackendPreference::Landlock,
+        ..Default::default()
+    };
+    let (p, _) = provider(host, s, Platform::Linux);
+    let ws = tempfile::tempdir().unwrap();
+    let ro = SandboxPolicy::new(ConfiningMode::ReadOnly, ws.path());
+    p.confine(&argv(), &ro).unwrap();
+    assert_eq!(
+        p.selected().unwrap().stamps,
+        vec![(runner.clone(), confine::stamp(&runner))]
+    );
+    let other = d.path().join("other");
+    std::fs::write(&other, b"same").unwrap();
+    std::fs::rename(&other, &runner).unwrap();
+    let e = p.confine(&argv(), &ro).unwrap_err();
+    assert!(
+        e.to_string().contains("changed since it was selected"),
+        "{e}"
+    );
+}
+
+/// The real host stamps a runner from the look that found it: the stamp
+/// is the file's, the verdict key carries it, and a rewritten runner
+/// found again keys differently (its cached verdict no longer applies).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_host_keys_a_runner_by_the_stamp_it_was_found_with() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let bwrap = d.path().join("bwrap");
+    std::fs::write(&bwrap, b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = LocalSettings {
+        bwrap_path: Some(bwrap.clone()),
+        ..Default::default()
+    };
+    let host = crate::linux::LinuxHost;
+    let found = host.locate_stamped(Backend::Bwrap, &s).unwrap();
+    assert_eq!(found.path, bwrap);
+    assert_eq!(found.stamp, confine::stamp(&bwrap));
+    assert!(found.stamp.is_some());
+    let key = host.verdict_key(&[(Backend::Bwrap, Some(&found))]).unwrap();
+    std::fs::write(&bwrap, b"#!/bin/sh\nexit 0\n").unwrap();
+    let again = host.locate_stamped(Backend::Bwrap, &s).unwrap();
+    assert_ne!(again.stamp, found.stamp);
+    let rekeyed = host.verdict_key(&[(Backend::Bwrap, Some(&again))]).unwrap();
+    assert_ne!(key, rekeyed);
+    // A runner found without a stamp makes no key (nothing is cached).
+    let unstamped = Located {
+        path: bwrap.clone(),
+        stamp: None,
+    };
+    assert!(
+        host.verdict_key(&[(Backend::Bwrap, Some(&unstamped))])
+            .is_none()
+    );
+    // Not executable: not found, whatever its stamp would be.
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(host.locate_stamped(Backend::Bwrap, &s).is_err());
 }

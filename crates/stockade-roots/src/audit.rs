@@ -280,7 +280,7 @@ fn home() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
-        .map(|h| std::fs::canonicalize(&h).unwrap_or(h))
+        .map(|h| crate::canonical(&h).unwrap_or(h))
 }
 
 /// The entries of `named` that lie in `root`, as parts relative to it: a
@@ -600,7 +600,7 @@ fn find_top(from: &Path) -> Option<PathBuf> {
 fn gitfile_target(text: &[u8], top: &Path) -> Option<PathBuf> {
     let text = std::str::from_utf8(text).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?;
-    std::fs::canonicalize(top.join(line.trim())).ok()
+    crate::canonical(&top.join(line.trim())).ok()
 }
 
 fn io_at(path: &Path) -> impl FnOnce(io::Error) -> AuditError + '_ {
@@ -644,7 +644,7 @@ impl Repo {
                     None => return Ok((None, None)),
                 }
             }
-            Some((_, FileType::Symlink)) => match std::fs::canonicalize(&dotgit) {
+            Some((_, FileType::Symlink)) => match crate::canonical(&dotgit) {
                 Ok(g) => g,
                 Err(_) => return Ok((None, None)),
             },

@@ -85,7 +85,7 @@ impl RootPins {
     /// contain it. Registered as resolved now; a path that does not exist
     /// yet is registered as given.
     pub fn add_control_path(&self, what: &str, path: &Path) {
-        let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let resolved = crate::canonical(path).unwrap_or_else(|_| path.to_path_buf());
         let mut list = self.control.lock().unwrap_or_else(PoisonError::into_inner);
         if !list.iter().any(|(_, p)| *p == resolved) {
             list.push((what.to_owned(), resolved));
@@ -153,7 +153,7 @@ impl RootPins {
     pub fn denied(&self, given: &Path) -> Result<Option<Arc<HeldDenied>>, RootError> {
         let writable = self.all_writable_paths();
         let mut map = self.denied.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = match std::fs::canonicalize(given) {
+        let now = match crate::canonical(given) {
             Ok(p) => Some(p),
             // Not there, or not reachable by this user (a home under a
             // directory it cannot search): nothing this user could read.

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub use extra::HeldDenied;
 #[cfg(unix)]
 pub use protect::{Protected, git_protected, named_protected, pin_ancestors};
-pub use resolve::{beneath, resolve_guarded};
+pub use resolve::{Composing, beneath, canonical, composing, resolve_guarded};
 
 /// Which root a held directory is, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

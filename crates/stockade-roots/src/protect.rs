@@ -122,7 +122,7 @@ pub fn git_protected(
     } else if meta.file_type().is_symlink() {
         // git follows a `.git` link; what it reaches is protected below.
         // The link itself cannot be bound (see the README's gaps).
-        match std::fs::canonicalize(&dotgit) {
+        match crate::canonical(&dotgit) {
             Ok(g) if g.is_dir() => g,
             _ => return Ok(set.out),
         }
@@ -276,7 +276,7 @@ impl Set<'_> {
         }
         match std::fs::symlink_metadata(path) {
             Ok(m) if m.file_type().is_symlink() => {
-                if let Ok(real) = std::fs::canonicalize(path)
+                if let Ok(real) = crate::canonical(path)
                     && beneath(&real, self.writable).is_some()
                     && !self.covered(&real)
                 {
@@ -312,7 +312,7 @@ impl Set<'_> {
                 source,
             })?;
         }
-        let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let real = crate::canonical(dir).unwrap_or_else(|_| dir.to_path_buf());
         let husky = real
             .ancestors()
             .find(|a| a.file_name() == Some(OsStr::new(".husky")))
@@ -401,7 +401,7 @@ pub(crate) fn linked_protected(
 /// `commondir`, when that is another directory.
 pub(crate) fn common_dir(gitdir: &Path) -> Option<PathBuf> {
     let common = bounded_text(&gitdir.join("commondir"))?;
-    let c = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
+    let c = crate::canonical(&gitdir.join(common.trim())).ok()?;
     (c != gitdir).then_some(c)
 }
 
@@ -635,7 +635,7 @@ pub(crate) fn read_gitdir_file(dotgit: &Path, top: &Path) -> Option<PathBuf> {
     let text = bounded_text(dotgit)?;
     let line = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?;
     let target = top.join(line.trim());
-    std::fs::canonicalize(target).ok()
+    crate::canonical(&target).ok()
 }
 
 /// Linux can open an object without read access to it; elsewhere a

@@ -188,7 +188,7 @@ pub fn find(workspace: &HeldDir, writable: &[PathBuf]) -> Result<Option<Found>, 
             dotgit: dotgit.clone(),
         })?;
     let target = top.join(OsStr::from_bytes(line.trim_ascii()));
-    let gitdir = std::fs::canonicalize(&target).map_err(|source| LinkedError::Missing {
+    let gitdir = crate::canonical(&target).map_err(|source| LinkedError::Missing {
         dotgit: dotgit.clone(),
         target: target.clone(),
         source,
@@ -275,7 +275,7 @@ impl Validate<'_> {
     fn names_back(&self, file: &Path, text: Option<&[u8]>, want: &Path) -> Result<(), LinkedError> {
         let base = self.gitdir;
         let named = text.map(|t| base.join(OsStr::from_bytes(t.trim_ascii())));
-        let resolved = named.as_ref().and_then(|n| std::fs::canonicalize(n).ok());
+        let resolved = named.as_ref().and_then(|n| crate::canonical(n).ok());
         if resolved.as_deref() == Some(want) {
             return Ok(());
         }
