@@ -21,8 +21,11 @@
 //! returns; dropping the [`Proxy`] stops it. The thread sleeps in `poll` on
 //! the listeners until the first client connects, and only then builds its
 //! single-threaded tokio runtime, so a run that never uses the network pays
-//! for its listeners and a sleeping thread, not a runtime. Each run gets a
-//! [`RunToken`] carried as the password of its proxy URL, so what a run was
+//! for its listeners and a sleeping thread, not a runtime. Inside
+//! [`wait_on_runtime`] (a caller that awaits its whole run on a tokio
+//! runtime, as `stockade exec` does) not even the thread: the caller's
+//! runtime waits for the first client, and the thread starts with it.
+//! Each run gets a [`RunToken`] carried as the password of its proxy URL, so what a run was
 //! refused can be told back to it. The proxy prints nothing;
 //! [`Proxy::refused`] and [`Proxy::problems`] are how the caller learns what
 //! happened.
@@ -42,6 +45,8 @@
 
 mod address;
 mod approval;
+#[cfg(unix)]
+mod lazy;
 mod ledger;
 mod service;
 mod target;
@@ -62,6 +67,15 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::approval::Scope;
 use crate::ledger::Ledger;
 use crate::service::Shared;
+
+#[cfg(unix)]
+pub use crate::lazy::wait_on_runtime;
+
+/// Off Unix proxies always have their thread: `fut` runs as it is.
+#[cfg(not(unix))]
+pub async fn wait_on_runtime<F: std::future::Future>(fut: F) -> F::Output {
+    fut.await
+}
 
 pub use crate::approval::{
     DEFAULT_MAX_QUESTIONS, DEFAULT_TIMEOUT, GrantError, HostAnswer, HostApproval, HostApprover,
@@ -144,15 +158,14 @@ impl fmt::Display for RunToken {
 }
 
 /// A running proxy. Stops on drop: the listeners close, open connections
-/// and tunnels are cut, the thread is joined and the Unix socket removed.
+/// and tunnels are cut, the thread (if one started) is joined and the Unix
+/// socket removed.
 pub struct Proxy {
     port: u16,
     unix_path: Option<PathBuf>,
     shared: Arc<Shared>,
     shutdown: Option<oneshot::Sender<()>>,
-    /// Dropped to wake a thread still waiting for its first client.
-    wake: Option<Waker>,
-    thread: Option<JoinHandle<()>>,
+    serving: Option<Serving>,
     /// Fallback token material, see [`Proxy::run_token`].
     seed: u128,
     issued: AtomicU64,
@@ -167,9 +180,23 @@ impl fmt::Debug for Proxy {
     }
 }
 
+/// Who waits for the first client.
+enum Serving {
+    /// A thread of the proxy's own.
+    Thread {
+        thread: JoinHandle<()>,
+        /// Dropped to wake a thread still waiting for its first client.
+        wake: Option<Waker>,
+    },
+    /// The caller's runtime, until a client comes ([`wait_on_runtime`]).
+    #[cfg(unix)]
+    Lazy(Arc<lazy::Lazy>),
+}
+
 impl Proxy {
     /// Binds `127.0.0.1:0` (and the Unix socket, if asked) and starts
-    /// serving on a thread of its own.
+    /// serving on a thread of its own; inside [`wait_on_runtime`], the
+    /// thread starts when the first client connects.
     pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
         Self::start_with(config, HEADER_TIMEOUT, MAX_OUTSTANDING)
     }
@@ -218,6 +245,32 @@ impl Proxy {
         let unix_path = config.unix_dir.map(|d| d.join(UNIX_SOCKET_NAME));
 
         let listeners = Listeners { tcp, unix };
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let proxy = |serving| Proxy {
+            port,
+            unix_path: unix_path.clone(),
+            shared: Arc::clone(&shared),
+            shutdown: Some(shutdown),
+            serving: Some(serving),
+            seed: u128::from_ne_bytes(seed),
+            issued: AtomicU64::new(0),
+        };
+        #[cfg(unix)]
+        let start = lazy::Start {
+            port,
+            shared: Arc::clone(&shared),
+            header_timeout,
+            stopped,
+        };
+        #[cfg(unix)]
+        let (listeners, lazy::Start { stopped, .. }) = match lazy::wait(listeners, start) {
+            Ok(lazy::Waited::Lazy(l)) => return Ok(proxy(Serving::Lazy(l))),
+            Ok(lazy::Waited::Outside(listeners, start)) => (listeners, start),
+            Err(e) => {
+                remove_socket(unix_path.as_deref());
+                return Err(ProxyError::Runtime(e));
+            }
+        };
         #[cfg(unix)]
         let (wake, woken) = match std::os::unix::net::UnixStream::pair() {
             Ok((w, r)) => (Some(w), Some(r)),
@@ -228,11 +281,20 @@ impl Proxy {
         };
         #[cfg(not(unix))]
         let (wake, woken): (Option<Waker>, Option<Waker>) = (None, None);
-        let (shutdown, stopped) = oneshot::channel::<()>();
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("stockade-proxy".to_owned())
-            .spawn(move || serve(listeners, port, serving, header_timeout, stopped, woken));
+            .spawn(move || {
+                serve(
+                    listeners,
+                    port,
+                    serving,
+                    header_timeout,
+                    stopped,
+                    woken,
+                    None,
+                );
+            });
         let thread = match thread {
             Ok(t) => t,
             Err(e) => {
@@ -240,16 +302,7 @@ impl Proxy {
                 return Err(ProxyError::Runtime(e));
             }
         };
-        Ok(Proxy {
-            port,
-            unix_path,
-            shared,
-            shutdown: Some(shutdown),
-            wake,
-            thread: Some(thread),
-            seed: u128::from_ne_bytes(seed),
-            issued: AtomicU64::new(0),
-        })
+        Ok(proxy(Serving::Thread { thread, wake }))
     }
 
     pub fn port(&self) -> u16 {
@@ -262,7 +315,8 @@ impl Proxy {
 
     /// Whether a client has connected, so the proxy's runtime runs. Until
     /// then the proxy is its bound listeners and one thread asleep in
-    /// `poll` (on Unix; elsewhere the runtime starts at once).
+    /// `poll`, or inside [`wait_on_runtime`] no thread (on Unix; elsewhere
+    /// the runtime starts at once).
     pub fn is_serving(&self) -> bool {
         self.shared.serving.load(Ordering::Relaxed)
     }
@@ -366,10 +420,19 @@ impl Drop for Proxy {
         }
         // After the send: a thread that wakes to a client now still finds
         // the stop waiting for its runtime.
-        self.wake = None;
-        if let Some(t) = self.thread.take() {
-            // A panicked proxy thread has nothing left to clean up.
-            let _ = t.join();
+        match self.serving.take() {
+            Some(Serving::Thread { thread, wake }) => {
+                // Closed here, before the join: wakes a thread still in
+                // its first `poll`.
+                {
+                    let _closed = wake;
+                }
+                // A panicked proxy thread has nothing left to clean up.
+                let _ = thread.join();
+            }
+            #[cfg(unix)]
+            Some(Serving::Lazy(l)) => l.stop(),
+            None => {}
         }
         remove_socket(self.unix_path.as_deref());
     }
@@ -379,6 +442,14 @@ impl Drop for Proxy {
 struct Listeners {
     tcp: std::net::TcpListener,
     unix: Option<UnixListener>,
+}
+
+/// A client accepted before the proxy's runtime started: the first one,
+/// accepted on the caller's runtime (see [`wait_on_runtime`]).
+#[cfg_attr(not(unix), allow(dead_code))]
+enum Accepted {
+    Tcp(std::net::TcpStream),
+    Unix(UnixStream),
 }
 
 /// The stop signal of a thread that has no runtime yet: one end of a
@@ -400,6 +471,7 @@ fn serve(
     header_timeout: Duration,
     stopped: oneshot::Receiver<()>,
     woken: Option<Waker>,
+    first: Option<Accepted>,
 ) {
     #[cfg(unix)]
     if let Some(stop) = &woken
@@ -428,6 +500,9 @@ fn serve(
     let Listeners { tcp, unix } = listeners;
     runtime.block_on(async move {
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        if let Some(client) = first {
+            serve_first(client, &shared, &slots, header_timeout);
+        }
         match tokio::net::TcpListener::from_std(tcp) {
             Ok(l) => {
                 tokio::spawn(accept_tcp(
@@ -496,6 +571,39 @@ fn first_client(listeners: &Listeners, stop: &Waker) -> bool {
     }
 }
 
+/// Serves the client the caller's runtime accepted, as the accept loops
+/// serve theirs. Called first, inside the runtime.
+fn serve_first(
+    client: Accepted,
+    shared: &Arc<Shared>,
+    slots: &Arc<Semaphore>,
+    header_timeout: Duration,
+) {
+    // The semaphore is fresh: a slot is always there.
+    let Ok(slot) = Arc::clone(slots).try_acquire_owned() else {
+        return;
+    };
+    let serving = Arc::clone(shared);
+    let adopted = match client {
+        Accepted::Tcp(s) => tokio::net::TcpStream::from_std(s).map(|s| {
+            let _ = s.set_nodelay(true);
+            tokio::spawn(service::serve_connection(s, serving, slot, header_timeout));
+        }),
+        #[cfg(unix)]
+        Accepted::Unix(s) => tokio::net::UnixStream::from_std(s).map(|s| {
+            tokio::spawn(service::serve_connection(s, serving, slot, header_timeout));
+        }),
+        #[cfg(not(unix))]
+        Accepted::Unix(never) => match never {},
+    };
+    // Only that client is lost; the listeners serve the rest.
+    if let Err(e) = adopted {
+        shared
+            .ledger
+            .problem(format!("cannot serve the first client: {e}"));
+    }
+}
+
 async fn accept_tcp(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -559,6 +667,10 @@ async fn accept_failed(shared: &Shared, e: io::Error) {
 type UnixListener = std::os::unix::net::UnixListener;
 #[cfg(not(unix))]
 type UnixListener = std::convert::Infallible;
+#[cfg(unix)]
+type UnixStream = std::os::unix::net::UnixStream;
+#[cfg(not(unix))]
+type UnixStream = std::convert::Infallible;
 
 #[cfg(unix)]
 fn bind_unix(path: &Path) -> Result<UnixListener, ProxyError> {

@@ -1,0 +1,155 @@
+//! A proxy started inside `wait_on_runtime` on a current-thread runtime
+//! (what `stockade exec` does) starts no thread until a client connects,
+//! and stops on drop without leaving a task or a listener behind. Its own
+//! binary without the test harness: libtest runs tests on threads of its
+//! own, which would blur the count of this process's threads.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use stockade_proxy::{Proxy, ProxyConfig, wait_on_runtime};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Tasks alive on the current runtime (the `block_on` future is not one).
+fn tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// Lets the runtime run everything that is ready, the waiting task
+/// included, and lets time pass for anything that would start on its own.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+/// An HTTP backend on 127.0.0.1 answering each connection once.
+fn backend() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            let _ = reader.into_inner().write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nhello\n",
+            );
+        }
+    });
+    addr
+}
+
+fn config(dir: &std::path::Path, backend: Option<SocketAddr>) -> ProxyConfig {
+    ProxyConfig {
+        allowed_hosts: vec!["allowed.test".into(), "127.0.0.1".into()],
+        resolve: backend
+            .map(|a| ("allowed.test".to_owned(), vec![a]))
+            .into_iter()
+            .collect(),
+        unix_dir: Some(dir.to_owned()),
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = threads();
+    rt.block_on(wait_on_runtime(async move {
+        // Never used: no thread, one waiting task, and on drop neither,
+        // the listeners closed and the socket removed.
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = Proxy::start(config(dir.path(), None)).unwrap();
+        let (port, sock) = (proxy.port(), proxy.unix_path().unwrap().to_owned());
+        settle().await;
+        assert_eq!(threads(), before, "an unused proxy started a thread");
+        assert_eq!(tasks(), 1, "the proxy's waiting task");
+        assert!(!proxy.is_serving());
+        drop(proxy);
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+        assert!(!sock.exists(), "an unused proxy left its socket");
+        settle().await;
+        assert_eq!(tasks(), 0, "the waiting task outlived its proxy");
+        assert_eq!(threads(), before, "a dropped proxy started a thread");
+
+        // A client queued before the runtime ever polled the waiting task,
+        // dropped with the proxy: its connection ends, it is not left
+        // hanging in a backlog nobody reads.
+        let proxy = Proxy::start(config(dir.path(), None)).unwrap();
+        let client = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+        drop(proxy);
+        let mut client = tokio::net::TcpStream::from_std(nonblocking(client)).unwrap();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "a queued client of a dropped proxy: {read:?}"
+        );
+        settle().await;
+        assert_eq!(tasks(), 0);
+        assert_eq!(threads(), before);
+
+        // Used: a client that connects before the waiting task first runs
+        // is served, through the proxy to a backend; the proxy thread
+        // starts then (the backend's threads are counted out).
+        let addr = backend();
+        let with_backend = threads();
+        let proxy = Proxy::start(config(dir.path(), Some(addr))).unwrap();
+        let client = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+        let mut client = tokio::net::TcpStream::from_std(nonblocking(client)).unwrap();
+        let request = format!(
+            "GET http://allowed.test:{0}/ HTTP/1.1\r\nHost: allowed.test:{0}\r\nConnection: close\r\n\r\n",
+            addr.port()
+        );
+        client.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            client.read_to_string(&mut response),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(response.ends_with("hello\n"), "{response}");
+        assert!(proxy.is_serving());
+        assert_eq!(threads(), with_backend + 1, "the proxy thread");
+
+        // Dropped while a client of the running proxy waits for its
+        // answer (no request line yet): the client's connection ends and
+        // the thread is joined.
+        let mut waiting = tokio::net::TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        settle().await;
+        drop(proxy);
+        assert_eq!(threads(), with_backend, "the proxy thread was not joined");
+        let read = tokio::time::timeout(Duration::from_secs(10), waiting.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "a waiting client of a dropped proxy: {read:?}"
+        );
+        settle().await;
+        assert_eq!(tasks(), 0);
+    }));
+    println!("lazy_threads: ok");
+}
+
+fn nonblocking(s: TcpStream) -> TcpStream {
+    s.set_nonblocking(true).unwrap();
+    s
+}
