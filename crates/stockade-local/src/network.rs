@@ -296,7 +296,8 @@ fn try_place(base: &Path, place: &Place, writable: &[PathBuf]) -> Result<SocketD
         b.create(base)
             .map_err(|e| format!("cannot create it: {e}"))?;
     }
-    let resolved = std::fs::canonicalize(base).map_err(|e| format!("cannot resolve it: {e}"))?;
+    let resolved =
+        stockade_roots::canonical(base).map_err(|e| format!("cannot resolve it: {e}"))?;
     if let Some(root) = beneath(&resolved, writable) {
         return Err(beneath_root(&root));
     }

@@ -271,10 +271,15 @@ impl Set<'_> {
     /// one is left (nothing to hold; see the README's gaps), a symlink is
     /// protected as what it resolves to.
     fn path(&mut self, path: &Path) -> Result<(), RootError> {
-        if beneath(path, self.writable).is_none() || self.covered(path) {
+        // Most candidates do not exist: one look settles those.
+        let meta = std::fs::symlink_metadata(path);
+        if matches!(&meta, Err(e) if e.kind() == io::ErrorKind::NotFound)
+            || beneath(path, self.writable).is_none()
+            || self.covered(path)
+        {
             return Ok(());
         }
-        match std::fs::symlink_metadata(path) {
+        match meta {
             Ok(m) if m.file_type().is_symlink() => {
                 if let Ok(real) = crate::canonical(path)
                     && beneath(&real, self.writable).is_some()

@@ -24,6 +24,15 @@ pub fn resolve_guarded(
         path: given.to_path_buf(),
         source,
     };
+    // A path a composition already found free of symlinks (it resolved to
+    // itself) has no symlink for any guard to refuse.
+    let plain = given.is_absolute()
+        && given
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if plain && memo_says_plain(given) {
+        return Ok(given.to_path_buf());
+    }
     let mut pending: VecDeque<OsString> = VecDeque::new();
     push_components(&mut pending, given, false);
     let mut out = PathBuf::from("/");
@@ -58,6 +67,9 @@ pub fn resolve_guarded(
             out = PathBuf::from("/");
         }
         push_components(&mut pending, &target, true);
+    }
+    if plain && hops == 0 {
+        remember(given, &out);
     }
     Ok(out)
 }
@@ -179,6 +191,26 @@ pub fn canonical(path: &Path) -> io::Result<PathBuf> {
     })
 }
 
+/// Whether the composition's memo resolved `path` to itself: no component
+/// of a plain absolute path that `realpath` maps to itself is a symlink.
+fn memo_says_plain(path: &Path) -> bool {
+    MEMO.with(|m| {
+        m.borrow()
+            .as_ref()
+            .and_then(|memo| memo.get(path))
+            .is_some_and(|hit| hit == path)
+    })
+}
+
+/// Keep `path` resolved as `real` while a composition is being built.
+fn remember(path: &Path, real: &Path) {
+    MEMO.with(|m| {
+        if let Some(memo) = m.borrow_mut().as_mut() {
+            memo.insert(path.to_path_buf(), real.to_path_buf());
+        }
+    });
+}
+
 /// `realpath` by prefix: the parent from the memo, then the last
 /// component looked at itself. Anything not a plain absolute path (`.`,
 /// `..`, a trailing slash, which `realpath` requires to be a directory) and
@@ -297,6 +329,44 @@ mod memo_tests {
         assert_eq!(canonical(&dir).unwrap(), elsewhere);
         let _again = composing();
         assert_eq!(canonical(&dir).unwrap(), elsewhere);
+    }
+
+    /// The guarded resolution still refuses a symlink planted in a root
+    /// inside a scope (a path with a symlink never resolves to itself, so
+    /// the memo never vouches for it), and once the scope ends a directory
+    /// swapped for a symlink after it was resolved is refused too.
+    #[test]
+    fn the_guarded_resolution_refuses_planted_symlinks_in_and_after_a_scope() {
+        use crate::{RootError, RootKind};
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let planted = root.join("planted");
+        symlink(elsewhere.path(), &planted).unwrap();
+        let swapped = root.join("swapped");
+        std::fs::create_dir(&swapped).unwrap();
+        let guards = vec![root.clone()];
+        let refused = |p: &Path| {
+            matches!(
+                super::resolve_guarded(RootKind::Extra, p, &guards),
+                Err(RootError::PlantedSymlink { .. })
+            )
+        };
+        {
+            let _scope = composing();
+            assert!(canonical(&planted).is_ok());
+            assert!(refused(&planted));
+            assert!(refused(&planted.join("x")));
+            assert_eq!(
+                super::resolve_guarded(RootKind::Extra, &swapped, &guards).unwrap(),
+                swapped
+            );
+        }
+        std::fs::remove_dir(&swapped).unwrap();
+        symlink(elsewhere.path(), &swapped).unwrap();
+        assert!(refused(&swapped));
+        let _again = composing();
+        assert!(refused(&swapped));
     }
 
     /// Only what resolved is kept: a name missing when first asked and
