@@ -70,6 +70,12 @@ fn main() -> ExitCode {
             .build()
             .context("cannot start the async runtime")
             .and_then(|rt| {
+                // The run is awaited on this runtime to its end, so an
+                // allow-listed proxy waits for its first client here: no
+                // proxy thread for a command that never connects.
+                #[cfg(unix)]
+                let code = rt.block_on(stockade_proxy::wait_on_runtime(exec::exec(*args)));
+                #[cfg(not(unix))]
                 let code = rt.block_on(exec::exec(*args));
                 // A question given up on a signal leaves its thread in a
                 // read of the terminal that nothing can cancel: not waited
