@@ -7,7 +7,7 @@
 //! sandbox `stockade exec --workspace W --backend B --network N` composes
 //! (`stockade_config::sandbox`, so the same profile: default deny-read and
 //! protect lists, the same mode and network) and times, interleaved and in
-//! a rotating order each round:
+//! a random order each round:
 //!
 //! - `floor`: posix_spawn of FLOOR (a static do-nothing binary) + wait;
 //! - `B-raw`: posix_spawn of the runner argv the provider hands the SDK for
@@ -17,7 +17,10 @@
 //! - `B-sdk`: `executor.run(executor.resolve(ShellRequest::argv([/bin/true], W)))`
 //!   with the SDK's defaults (output captured, a process group of its own).
 //!
-//! It prints medians and means in ms and `(sdk - raw) / floor` (medians).
+//! It prints medians and means in ms and `(sdk - raw) / floor` (medians),
+//! then the provider's `confine()` alone per call (ROUNDS calls after the
+//! interleaved rounds), which the SDK does on every run and the raw row
+//! does once.
 //!
 //! Usage: `sdk_floors FLOOR WORKSPACE` (ROUNDS, default 300; BACKENDS;
 //! NETWORK, default deny; INNER, default /bin/true). The launcher is found
@@ -25,7 +28,7 @@
 //! directory (bench/exec-floors/run does).
 //!
 //! `sdk_floors --once sdk|raw B FLOOR WORKSPACE` makes one run of that row
-//! and nothing else, for `strace -f -e execve` to show that both spawn the
+//! (COUNT runs) and nothing else, for `strace -f -e execve` to show that both spawn the
 //! same runner argv with the same descriptors (bench/exec-floors/run checks
 //! it before timing).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
@@ -139,6 +142,21 @@ mod linux {
             d
         }
 
+        /// The provider's per-call work alone: what the SDK does before its
+        /// spawn on every run (the raw row reuses one wrap).
+        fn confine(&self, inner: &[OsString]) -> Duration {
+            let policy = self.sandbox.policy.resolve(None, None);
+            let t = Instant::now();
+            let c = self
+                .sandbox
+                .provider
+                .confine(inner, &policy.sandbox_policy().expect("a confining mode"))
+                .unwrap();
+            let d = t.elapsed();
+            drop(c);
+            d
+        }
+
         async fn sdk(&self, inner: &[OsString]) -> Duration {
             let exec = &self.sandbox.executor;
             let t = Instant::now();
@@ -196,10 +214,13 @@ mod linux {
             .collect();
         if let Some((what, backend)) = once {
             let row = Row::new(&backend, network, &ws, &inner);
-            match what.as_str() {
-                "sdk" => drop(row.sdk(&inner).await),
-                "raw" => drop(row.raw()),
-                other => panic!("--once sdk|raw, not {other}"),
+            // COUNT runs of the one row (for `strace -c`, `perf`).
+            for _ in 0..env("COUNT", "1").parse::<usize>().unwrap() {
+                match what.as_str() {
+                    "sdk" => drop(row.sdk(&inner).await),
+                    "raw" => drop(row.raw()),
+                    other => panic!("--once sdk|raw, not {other}"),
+                }
             }
             return;
         }
@@ -211,10 +232,27 @@ mod linux {
         // Columns: floor, then raw and sdk per backend.
         let n = 1 + 2 * rows.len();
         let mut t: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); n];
+        // A fresh random order each round (xorshift, seeded from the clock):
+        // a rotation would have each row follow the same neighbour nearly
+        // every time, and the one after a run of the same launcher finds it
+        // warmer.
+        let mut seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut order: Vec<usize> = (0..n).collect();
         for r in 0..10 + rounds {
-            // A rotating order: no column always follows the same one.
-            for k in 0..n {
-                let i = (r + k) % n;
+            for k in (1..n).rev() {
+                order.swap(k, (next() % (k as u64 + 1)) as usize);
+            }
+            for &i in &order {
                 let d = match i {
                     0 => floor_run(&floor),
                     i if i % 2 == 1 => rows[i / 2].raw(),
@@ -251,6 +289,19 @@ mod linux {
                 format!("{}-sdk", row.backend),
                 sm - rm,
                 (sm - rm) / floor_med
+            );
+        }
+        // After the interleaved rounds: the provider's confine() per call,
+        // which the SDK pays on every run and the raw row does not.
+        for row in &rows {
+            let mut c: Vec<Duration> = (0..rounds).map(|_| row.confine(&inner)).collect();
+            let (cm, cmean) = ms(&mut c);
+            println!(
+                "{:<14} {cm:>9.3} {cmean:>9.3} {:>9} {:>9} {:>+14.2}   (confine() alone, {rounds} calls after)",
+                format!("{}-confine", row.backend),
+                "",
+                "",
+                cm / floor_med
             );
         }
     }
