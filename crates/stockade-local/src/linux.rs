@@ -321,14 +321,17 @@ fn kernel_landlock_abi() -> Option<u8> {
         (ABI::V9, 9),
         (ABI::V10, 10),
     ];
-    abis.iter()
-        .take_while(|(abi, _)| {
-            Ruleset::default()
-                .set_compatibility(CompatLevel::HardRequirement)
-                .handle_access(AccessFs::from_all(*abi))
-                .and_then(|r| r.create())
-                .is_ok()
-        })
-        .last()
+    // Each ABI's rights include the earlier ones', so the supported ones
+    // are a prefix: found by bisection (4 rulesets, not up to 10).
+    let supported = abis.partition_point(|(abi, _)| {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(*abi))
+            .and_then(|r| r.create())
+            .is_ok()
+    });
+    supported
+        .checked_sub(1)
+        .and_then(|i| abis.get(i))
         .map(|(_, n)| *n)
 }
