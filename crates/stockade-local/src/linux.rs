@@ -308,7 +308,7 @@ fn run_bounded(
 
 /// The crate deliberately hides the raw ABI; asking it to *require* each
 /// ABI's rights answers the same question without unsafe code.
-fn kernel_landlock_abi() -> Option<u8> {
+pub(crate) fn kernel_landlock_abi() -> Option<u8> {
     let abis = [
         (ABI::V1, 1),
         (ABI::V2, 2),

@@ -1312,3 +1312,36 @@ fn the_host_keys_a_runner_by_the_stamp_it_was_found_with() {
     std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(host.locate_stamped(Backend::Bwrap, &s).is_err());
 }
+
+/// The bisection over the ABI list answers as asking every ABI in order
+/// does: the last one whose rights this kernel accepts.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_kernel_abi_bisection_agrees_with_asking_each_abi() {
+    use ::landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+    let abis = [
+        ABI::V1,
+        ABI::V2,
+        ABI::V3,
+        ABI::V4,
+        ABI::V5,
+        ABI::V6,
+        ABI::V7,
+        ABI::V8,
+        ABI::V9,
+        ABI::V10,
+    ];
+    let linear = abis
+        .iter()
+        .zip(1u8..)
+        .take_while(|(abi, _)| {
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::from_all(**abi))
+                .and_then(|r| r.create())
+                .is_ok()
+        })
+        .last()
+        .map(|(_, n)| n);
+    assert_eq!(crate::linux::kernel_landlock_abi(), linear);
+}
