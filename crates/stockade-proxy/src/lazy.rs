@@ -39,17 +39,18 @@ tokio::task_local! {
 }
 
 /// Runs `fut` with every [`Proxy`](crate::Proxy) started while it is
-/// polled waiting for its first client on the current tokio runtime
-/// instead of on a thread of its own; the proxy's thread and runtime start
-/// only when a client connects. A run that never uses the network then
-/// costs its listeners and nothing else.
+/// polled (by `fut` itself, not by tasks it spawns) waiting for its first
+/// client on the current tokio runtime instead of on a thread of its own;
+/// the proxy's thread and runtime start only when a client connects. A run
+/// that never uses the network then costs its listeners and one idle task.
 ///
 /// The caller promises that `fut` is awaited to its end on a runtime that
-/// keeps running meanwhile (never blocked by a synchronous wait, as
-/// `block_on` of the whole program is). Proxies still waiting when `fut`
-/// ends or is dropped get their thread then and keep serving; proxies
-/// started outside it (or with no runtime) have their thread from the
-/// start, as [`Proxy::start`](crate::Proxy::start) always did.
+/// keeps running meanwhile, never blocked by a synchronous wait (`block_on`
+/// of the whole run, as `stockade exec` does, keeps it). Proxies still
+/// waiting when `fut` ends or is dropped get their thread then and keep
+/// serving; proxies started outside it (or with no runtime) have their
+/// thread from the start, as [`Proxy::start`](crate::Proxy::start) always
+/// did.
 ///
 /// # Panics
 ///
