@@ -765,8 +765,10 @@ impl LocalProvider {
         policy: &SandboxPolicy,
     ) -> Result<Confined, SandboxUnavailable> {
         // The run's composition: nothing it confines starts before this
-        // returns, so a path is resolved once within it
-        // (`stockade_roots::Composing`); the scope ends before the spawn.
+        // returns (a probe, when `auto` selects here, runs only stockade's
+        // own fixed command in a directory of its own), so a path is
+        // resolved once within it (`stockade_roots::Composing`); the scope
+        // ends here, before the spawn and the after-run audit.
         let _composing = stockade_roots::composing();
         // Extra roots are held before the runners are checked, so a runner
         // beneath one is refused like a runner beneath the workspace.
