@@ -18,9 +18,9 @@
 //!   with the SDK's defaults (output captured, a process group of its own).
 //!
 //! It prints medians and means in ms and `(sdk - raw) / floor` (medians),
-//! then the provider's `confine()` alone per call (ROUNDS calls after the
-//! interleaved rounds), which the SDK does on every run and the raw row
-//! does once.
+//! then the provider's `confine()` and its after-run audit alone per call
+//! (ROUNDS calls after the interleaved rounds), which the SDK does on every
+//! run and the raw row does not.
 //!
 //! Usage: `sdk_floors FLOOR WORKSPACE` (ROUNDS, default 300; BACKENDS;
 //! NETWORK, default deny; INNER, default /bin/true). The launcher is found
@@ -144,7 +144,9 @@ mod linux {
 
         /// The provider's per-call work alone: what the SDK does before its
         /// spawn on every run (the raw row reuses one wrap).
-        fn confine(&self, inner: &[OsString]) -> Duration {
+        /// And the provider's after-run audit of that wrap, which the SDK
+        /// runs (on tokio's blocking pool) once the command's tree ended.
+        fn confine(&self, inner: &[OsString]) -> (Duration, Duration) {
             let policy = self.sandbox.policy.resolve(None, None);
             let t = Instant::now();
             let c = self
@@ -153,8 +155,13 @@ mod linux {
                 .confine(inner, &policy.sandbox_policy().expect("a confining mode"))
                 .unwrap();
             let d = t.elapsed();
+            let t = Instant::now();
+            if let Some(h) = &c.after_run {
+                drop(h.0.after_run());
+            }
+            let a = t.elapsed();
             drop(c);
-            d
+            (d, a)
         }
 
         async fn sdk(&self, inner: &[OsString]) -> Duration {
@@ -294,15 +301,18 @@ mod linux {
         // After the interleaved rounds: the provider's confine() per call,
         // which the SDK pays on every run and the raw row does not.
         for row in &rows {
-            let mut c: Vec<Duration> = (0..rounds).map(|_| row.confine(&inner)).collect();
-            let (cm, cmean) = ms(&mut c);
-            println!(
-                "{:<14} {cm:>9.3} {cmean:>9.3} {:>9} {:>9} {:>+14.2}   (confine() alone, {rounds} calls after)",
-                format!("{}-confine", row.backend),
-                "",
-                "",
-                cm / floor_med
-            );
+            let (mut c, mut a): (Vec<Duration>, Vec<Duration>) =
+                (0..rounds).map(|_| row.confine(&inner)).unzip();
+            for (name, v) in [("confine", &mut c), ("after-run", &mut a)] {
+                let (m, mean) = ms(v);
+                println!(
+                    "{:<18} {m:>5.3} {mean:>9.3} {:>9} {:>9} {:>+14.2}   ({name} alone, {rounds} calls after)",
+                    format!("{}-{name}", row.backend),
+                    "",
+                    "",
+                    m / floor_med
+                );
+            }
         }
     }
 }
