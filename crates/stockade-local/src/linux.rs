@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+use landlock::{ABI, RestrictSelf};
 use stockade_core::ConfiningMode;
 use wait_timeout::ChildExt;
 
@@ -306,32 +306,18 @@ fn run_bounded(
     ))
 }
 
-/// The crate deliberately hides the raw ABI; asking it to *require* each
-/// ABI's rights answers the same question without unsafe code.
+/// The kernel's Landlock ABI, as the kernel itself reports it (one
+/// `landlock_create_ruleset` with the version flag, which is all a
+/// `RestrictSelf` with no ruleset and without no_new_privs does). Asking
+/// the crate to *require* each ABI's filesystem rights instead answered a
+/// different question: ABIs that add no filesystem right (4's TCP, 6's
+/// scopes, 7's logging, 8) were reported whenever the earlier one was, so
+/// an ABI 3 kernel read as 4, and this one (7) as 8. An ABI newer than the
+/// crate knows reads as the newest it knows, which is all it can enforce.
 pub(crate) fn kernel_landlock_abi() -> Option<u8> {
-    let abis = [
-        (ABI::V1, 1),
-        (ABI::V2, 2),
-        (ABI::V3, 3),
-        (ABI::V4, 4),
-        (ABI::V5, 5),
-        (ABI::V6, 6),
-        (ABI::V7, 7),
-        (ABI::V8, 8),
-        (ABI::V9, 9),
-        (ABI::V10, 10),
-    ];
-    // Each ABI's rights include the earlier ones', so the supported ones
-    // are a prefix: found by bisection (4 rulesets, not up to 10).
-    let supported = abis.partition_point(|(abi, _)| {
-        Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessFs::from_all(*abi))
-            .and_then(|r| r.create())
-            .is_ok()
-    });
-    supported
-        .checked_sub(1)
-        .and_then(|i| abis.get(i))
-        .map(|(_, n)| *n)
+    let status = RestrictSelf::default().no_new_privs(false).apply().ok()?;
+    match ABI::from(status.landlock) {
+        ABI::Unsupported => None,
+        abi => u8::try_from(abi as i32).ok(),
+    }
 }
