@@ -20,7 +20,8 @@
 //! It prints medians and means in ms and `(sdk - raw) / floor` (medians),
 //! then the provider's `confine()` and its after-run audit alone per call
 //! (ROUNDS calls after the interleaved rounds), which the SDK does on every
-//! run and the raw row does not.
+//! run and the raw row does not, and one hop to tokio's blocking pool
+//! and back (how the SDK runs that audit).
 //!
 //! Usage: `sdk_floors FLOOR WORKSPACE` (ROUNDS, default 300; BACKENDS;
 //! NETWORK, default deny; INNER, default /bin/true). The launcher is found
@@ -314,6 +315,22 @@ mod linux {
                 );
             }
         }
+        // One hop to tokio's blocking pool and back, as the SDK makes for
+        // the after-run audit: a wake-up each way.
+        let mut hop = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t = Instant::now();
+            tokio::task::spawn_blocking(|| ()).await.unwrap();
+            hop.push(t.elapsed());
+        }
+        let (m, mean) = ms(&mut hop);
+        println!(
+            "{:<18} {m:>5.3} {mean:>9.3} {:>9} {:>9} {:>+14.2}   (spawn_blocking(no-op).await, {rounds} calls after)",
+            "blocking-hop",
+            "",
+            "",
+            m / floor_med
+        );
     }
 }
 
