@@ -17,11 +17,15 @@
 //! - `B-sdk`: `executor.run(executor.resolve(ShellRequest::argv([/bin/true], W)))`
 //!   with the SDK's defaults (output captured, a process group of its own).
 //!
-//! It prints medians and means in ms and `(sdk - raw) / floor` (medians),
+//! Also `B-raw-piped`: the raw row with stdout and stderr on pipes read to
+//! their end, as the SDK captures them. It prints medians and means in ms
+//! and `(sdk - raw) / floor` (medians), the calling thread's own CPU time
+//! and times scheduled in per row (/proc/thread-self/schedstat),
 //! then the provider's `confine()` and its after-run audit alone per call
 //! (ROUNDS calls after the interleaved rounds), which the SDK does on every
-//! run and the raw row does not, and one hop to tokio's blocking pool
-//! and back (how the SDK runs that audit).
+//! run and the raw row does not, the floor waited for through tokio's
+//! pidfd against `waitpid` (the SDK's wait), and one hop to tokio's
+//! blocking pool and back (how the SDK runs that audit).
 //!
 //! Usage: `sdk_floors FLOOR WORKSPACE` (ROUNDS, default 300; BACKENDS;
 //! NETWORK, default deny; INNER, default /bin/true). The launcher is found
@@ -29,8 +33,8 @@
 //! directory (bench/exec-floors/run does).
 //!
 //! `sdk_floors --once sdk|raw B FLOOR WORKSPACE` makes one run of that row
-//! (COUNT runs) and nothing else, for `strace -f -e execve` to show that both spawn the
-//! same runner argv with the same descriptors (bench/exec-floors/run checks
+//! (COUNT runs) and nothing else, for `strace -f -e execve` to show that
+//! both spawn the same runner argv with the same descriptors (bench/exec-floors/run checks
 //! it before timing).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark fails loudly
 
@@ -56,16 +60,14 @@ mod linux {
             .into()
     }
 
-    /// posix_spawn (the SDK's own spawn seam) of `argv` with stdio on
-    /// /dev/null and `placed` at their numbers, then a blocking wait.
+    /// posix_spawn (the SDK's own spawn seam) of `argv` with `fds` (stdio
+    /// included) at their numbers, then a blocking wait.
     fn spawn_wait(
         argv: &[OsString],
         env: Vec<(OsString, OsString)>,
         cwd: &Path,
-        placed: Vec<(OwnedFd, i32)>,
+        fds: Vec<(OwnedFd, i32)>,
     ) -> i32 {
-        let mut fds = vec![(null(), 0), (null(), 1), (null(), 2)];
-        fds.extend(placed);
         let pid = landlock_run::spawn::spawn(landlock_run::spawn::Spawn {
             program: Path::new(&argv[0]),
             args: &argv[1..],
@@ -114,14 +116,27 @@ mod linux {
             }
         }
 
-        fn raw(&self) -> Duration {
+        /// `pipes`: stdout and stderr on pipes read to their end after the
+        /// wait, as the SDK captures them, instead of /dev/null.
+        fn raw(&self, pipes: bool) -> Duration {
             let t = Instant::now();
-            let mut placed: Vec<(OwnedFd, i32)> = self
-                .confined
-                .pass_fds
-                .iter()
-                .map(|p| (p.file.try_clone().unwrap().into(), p.child_fd))
-                .collect();
+            let mut placed: Vec<(OwnedFd, i32)> = vec![(null(), 0)];
+            let mut out = Vec::new();
+            for n in [1, 2] {
+                if pipes {
+                    let (r, w) = std::io::pipe().unwrap();
+                    placed.push((w.into(), n));
+                    out.push(r);
+                } else {
+                    placed.push((null(), n));
+                }
+            }
+            placed.extend(
+                self.confined
+                    .pass_fds
+                    .iter()
+                    .map(|p| (p.file.try_clone().unwrap().into(), p.child_fd)),
+            );
             let mut status = None;
             if let Some(ch) = &self.confined.status {
                 let (r, w) = std::io::pipe().unwrap();
@@ -134,7 +149,7 @@ mod linux {
                 &self.sandbox.workdir,
                 placed,
             );
-            if let Some(mut r) = status {
+            for mut r in out.into_iter().chain(status) {
                 let mut rec = Vec::new();
                 r.read_to_end(&mut rec).unwrap();
             }
@@ -188,11 +203,61 @@ mod linux {
             &[floor.into()],
             std::env::vars_os().collect(),
             Path::new("/"),
-            Vec::new(),
+            vec![(null(), 0), (null(), 1), (null(), 2)],
         );
         let d = t.elapsed();
         assert_eq!(code, 0);
         d
+    }
+
+    /// The floor, waited for as the SDK waits: a pidfd through the
+    /// runtime's epoll (one sleep and one wake-up by the reactor), not a
+    /// blocking `waitpid`.
+    async fn floor_run_tokio(floor: &Path) -> Duration {
+        use rustix::process::{PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid};
+        let t = Instant::now();
+        let pid = landlock_run::spawn::spawn(landlock_run::spawn::Spawn {
+            program: floor,
+            args: &[],
+            env: std::env::vars_os().collect(),
+            cwd: Path::new("/"),
+            fds: vec![(null(), 0), (null(), 1), (null(), 2)],
+            own_group: true,
+        })
+        .unwrap();
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        // As in stockade-shell's spawn: an OwnedFd owned by the AsyncFd
+        // and never handed out mutably is what `register` asks for.
+        #[allow(deprecated)]
+        let fd =
+            tokio::io::unix::AsyncFd::new(pidfd_open(pid, PidfdFlags::NONBLOCK).unwrap()).unwrap();
+        loop {
+            let mut ready = fd.readable().await.unwrap();
+            match waitid(
+                WaitId::PidFd(std::os::fd::AsFd::as_fd(fd.get_ref())),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+            ) {
+                Ok(Some(_)) => break,
+                _ => ready.clear_ready(),
+            }
+        }
+        t.elapsed()
+    }
+
+    /// This thread's CPU time (ns) and the times it was scheduled in.
+    fn schedstat() -> (u64, u64) {
+        let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+        let f: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        (f[0], f[2])
+    }
+
+    /// Medians of the caller's CPU ms and of its times scheduled in.
+    fn cpu_med(v: &[(u64, u64)]) -> (f64, u64) {
+        let mut c: Vec<u64> = v.iter().map(|x| x.0).collect();
+        let mut s: Vec<u64> = v.iter().map(|x| x.1).collect();
+        c.sort_unstable();
+        s.sort_unstable();
+        (c[c.len() / 2] as f64 / 1e6, s[s.len() / 2])
     }
 
     fn ms(v: &mut [Duration]) -> (f64, f64) {
@@ -226,7 +291,7 @@ mod linux {
             for _ in 0..env("COUNT", "1").parse::<usize>().unwrap() {
                 match what.as_str() {
                     "sdk" => drop(row.sdk(&inner).await),
-                    "raw" => drop(row.raw()),
+                    "raw" => drop(row.raw(false)),
                     other => panic!("--once sdk|raw, not {other}"),
                 }
             }
@@ -237,9 +302,14 @@ mod linux {
             .split_whitespace()
             .map(|b| Row::new(b, network, &ws, &inner))
             .collect();
-        // Columns: floor, then raw and sdk per backend.
-        let n = 1 + 2 * rows.len();
+        // Columns: floor, then raw, raw with piped output and sdk per
+        // backend.
+        let n = 1 + 3 * rows.len();
         let mut t: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); n];
+        // The calling thread's own CPU time and times scheduled in, per run
+        // (/proc/thread-self/schedstat, read outside the timed span): what
+        // the caller computes, apart from what it waits for.
+        let mut cpu: Vec<Vec<(u64, u64)>> = vec![Vec::with_capacity(rounds); n];
         // A fresh random order each round (xorshift, seeded from the clock):
         // a rotation would have each row follow the same neighbour nearly
         // every time, and the one after a run of the same launcher finds it
@@ -261,13 +331,17 @@ mod linux {
                 order.swap(k, (next() % (k as u64 + 1)) as usize);
             }
             for &i in &order {
+                let before = schedstat();
                 let d = match i {
                     0 => floor_run(&floor),
-                    i if i % 2 == 1 => rows[i / 2].raw(),
-                    i => rows[i / 2 - 1].sdk(&inner).await,
+                    i if i % 3 == 1 => rows[i / 3].raw(false),
+                    i if i % 3 == 2 => rows[i / 3].raw(true),
+                    i => rows[i / 3 - 1].sdk(&inner).await,
                 };
+                let after = schedstat();
                 if r >= 10 {
                     t[i].push(d);
+                    cpu[i].push((after.0 - before.0, after.1 - before.1));
                 }
             }
         }
@@ -286,11 +360,18 @@ mod linux {
         );
         println!("{:<14} {floor_med:>9.3} {floor_mean:>9.3}", "floor");
         for (k, row) in rows.iter().enumerate() {
-            let (rm, rmean) = ms(&mut t[1 + 2 * k]);
-            let (sm, smean) = ms(&mut t[2 + 2 * k]);
+            let (rm, rmean) = ms(&mut t[1 + 3 * k]);
+            let (pm, pmean) = ms(&mut t[2 + 3 * k]);
+            let (sm, smean) = ms(&mut t[3 + 3 * k]);
             println!(
                 "{:<14} {rm:>9.3} {rmean:>9.3}",
                 format!("{}-raw", row.backend)
+            );
+            println!(
+                "{:<14} {pm:>9.3} {pmean:>9.3} {rm:>9.3} {:>+9.3} {:>+14.2}",
+                format!("{}-raw-piped", row.backend),
+                pm - rm,
+                (pm - rm) / floor_med
             );
             println!(
                 "{:<14} {sm:>9.3} {smean:>9.3} {rm:>9.3} {:>+9.3} {:>+14.2}",
@@ -298,6 +379,17 @@ mod linux {
                 sm - rm,
                 (sm - rm) / floor_med
             );
+        }
+        println!("the calling thread, medians per run: CPU ms, times scheduled in");
+        let names: Vec<String> =
+            std::iter::once("floor".to_owned())
+                .chain(rows.iter().flat_map(|r| {
+                    ["raw", "raw-piped", "sdk"].map(|k| format!("{}-{k}", r.backend))
+                }))
+                .collect();
+        for (i, name) in names.iter().enumerate() {
+            let (c, w) = cpu_med(&cpu[i]);
+            println!("  {name:<20} {c:>7.3} {w:>4}");
         }
         // After the interleaved rounds: the provider's confine() per call,
         // which the SDK pays on every run and the raw row does not.
@@ -315,6 +407,20 @@ mod linux {
                 );
             }
         }
+        // The floor waited for by a blocking waitpid and through the
+        // runtime, interleaved: what the reactor's sleep and wake-up cost.
+        let (mut fb, mut ft) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+        for _ in 0..rounds {
+            fb.push(floor_run(&floor));
+            ft.push(floor_run_tokio(&floor).await);
+        }
+        let ((bm, _), (tm, tmean)) = (ms(&mut fb), ms(&mut ft));
+        println!(
+            "{:<18} {tm:>5.3} {tmean:>9.3} {bm:>9.3} {:>+9.3} {:>+14.2}   (the floor waited through tokio's pidfd vs waitpid, {rounds} each after)",
+            "floor-tokio",
+            tm - bm,
+            (tm - bm) / floor_med
+        );
         // One hop to tokio's blocking pool and back, as the SDK makes for
         // the after-run audit: a wake-up each way.
         let mut hop = Vec::with_capacity(rounds);
