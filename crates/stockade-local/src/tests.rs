@@ -1341,3 +1341,40 @@ fn the_reported_landlock_abi_is_the_kernels_own() {
         "kernel says {kernel}"
     );
 }
+
+/// What one composition resolved is not what the next one sees: a
+/// deny-read name that is a symlink, pointed elsewhere between two runs of
+/// one provider (as a user, or a run of another session, could), denies
+/// the new target in the second run. The memo of the first composition
+/// ended with it.
+#[test]
+fn each_composition_resolves_afresh() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let (ws, a, b, link) = (
+        base.join("ws"),
+        base.join("a"),
+        base.join("b"),
+        base.join("secret"),
+    );
+    for dir in [&ws, &a, &b] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    let files = stockade_core::FilePolicy {
+        deny_read: vec![link.clone()],
+        ..Default::default()
+    };
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let policy = ww(ws.to_str().unwrap()).with_files(files);
+    let first = p.confine(&argv(), &policy).unwrap();
+    assert_eq!(first.deny_read, std::slice::from_ref(&a));
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&b, &link).unwrap();
+    let second = p.confine(&argv(), &policy).unwrap();
+    assert_eq!(second.deny_read, std::slice::from_ref(&b));
+}
