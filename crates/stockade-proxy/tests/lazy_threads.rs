@@ -5,10 +5,12 @@
 //! own, which would blur the count of this process's threads.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+mod common;
+
+use common::backend;
 use stockade_proxy::{Proxy, ProxyConfig, wait_on_runtime};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -30,26 +32,6 @@ async fn settle() {
         tokio::task::yield_now().await;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-}
-
-/// An HTTP backend on 127.0.0.1 answering each connection once.
-fn backend() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let mut reader = BufReader::new(stream);
-            let mut line = String::new();
-            while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
-                line.clear();
-            }
-            let _ = reader.into_inner().write_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nhello\n",
-            );
-        }
-    });
-    addr
 }
 
 fn config(dir: &std::path::Path, backend: Option<SocketAddr>) -> ProxyConfig {
