@@ -47,7 +47,10 @@ async fn run_once(
     policy: ExecutionPolicy,
     desk: &Desk,
 ) -> Outcome {
-    let mut request = ShellRequest::argv(args.command.clone(), workdir).with_policy(policy);
+    // Nothing else runs on exec's runtime while the run is audited.
+    let mut request = ShellRequest::argv(args.command.clone(), workdir)
+        .with_policy(policy)
+        .with_audit_on_caller();
     // `--ask --json`: questions are read from the terminal while the
     // command runs, so it gets none of it (it could print beside a
     // question, or take the answer).

@@ -250,6 +250,7 @@ fn launch(
         own_group: r.own_process_group,
         tap: r.tap.clone(),
         terminal: r.terminal.clone(),
+        audit_on_caller: r.audit_on_caller,
         limits,
         wrap,
     }

@@ -77,6 +77,8 @@ pub(crate) struct Launch {
     pub own_group: bool,
     pub tap: Option<OutputTap>,
     pub terminal: Option<crate::Terminal>,
+    /// See [`crate::ShellRequest::audit_on_caller`].
+    pub audit_on_caller: bool,
     pub limits: OutputLimits,
     /// `None` under an executor that does not confine.
     pub wrap: Option<Wrap>,
@@ -933,6 +935,7 @@ impl Running {
         // run: only now, with the runner reaped (both backends end the
         // command's whole tree with it), and before anything is reported.
         let after_run = match self.launch.wrap.as_mut().and_then(|w| w.after_run.take()) {
+            Some(h) if self.launch.audit_on_caller => h.0.after_run(),
             Some(h) => tokio::task::spawn_blocking(move || h.0.after_run())
                 .await
                 .unwrap_or_else(|e| AfterRunReport {

