@@ -372,7 +372,7 @@ pub(crate) async fn exec(args: ExecArgs) -> anyhow::Result<ExitCode> {
     retry(exec, &args, workdir, wider, &desk, &first).await
 }
 
-/// A question at the terminal, given up when SIGINT, SIGTERM or SIGHUP
+/// A question at the terminal, given up when SIGINT, SIGTERM, SIGHUP or SIGQUIT
 /// comes meanwhile: the run ends as a signal ends it while the command
 /// runs (128 + the signal), never stuck at a prompt nobody may answer.
 async fn unless_interrupted<T>(

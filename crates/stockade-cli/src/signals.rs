@@ -1,7 +1,7 @@
 //! The signals that stop a run.
 
-/// The signals that stop a run, caught from the moment this is made:
-/// made before the command starts, so that a signal sent as soon as the
+/// The signals that stop a run (INT, TERM, HUP, QUIT), caught from the
+/// moment this is made: made before the command starts, so that a signal sent as soon as the
 /// command shows life is never the default action's (which would kill us
 /// with the command left running and the caller's terminal raw).
 ///
@@ -28,6 +28,9 @@ impl Interrupts {
                 (SignalKind::interrupt(), 2),
                 (SignalKind::terminate(), 15),
                 (SignalKind::hangup(), 1),
+                // Its default action dumps core, leaving the caller's
+                // terminal raw and the command's tree to nobody.
+                (SignalKind::quit(), 3),
             ];
             let mut streams = Vec::new();
             for (kind, n) in kinds {

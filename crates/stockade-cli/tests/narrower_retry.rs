@@ -123,10 +123,11 @@ fn the_refused_directory_is_offered_before_a_wider_mode() {
     }
 }
 
-/// A signal while a retry question waits ends the invocation as it would
-/// while the command runs (128 + the signal), nothing retried: the
-/// question is no place to be stuck (a read of the terminal used to hold
-/// the process, the runtime's handlers swallowing SIGTERM and Ctrl-C).
+/// A signal (INT, TERM, HUP, QUIT) while a retry question waits ends the
+/// invocation as it would while the command runs (128 + the signal),
+/// nothing retried: the question is no place to be stuck (a read of the
+/// terminal used to hold the process, the runtime's handlers swallowing
+/// SIGTERM and Ctrl-C).
 #[test]
 fn a_signal_at_the_question_ends_the_invocation() {
     use std::io::Read;
@@ -134,7 +135,7 @@ fn a_signal_at_the_question_ends_the_invocation() {
         return;
     }
     let backend = backends()[0];
-    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129), ("QUIT", 131)] {
         let s = scratch(Who::Me);
         let cmd = format!(
             "{} exec --backend {backend} --mode workspace-write --ask --ask-timeout 1 -- sh -c 'echo x >> count; echo y > {}/f'",

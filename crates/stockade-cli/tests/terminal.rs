@@ -447,6 +447,7 @@ fn the_callers_terminal_comes_back_on_every_way_out() {
         (End::NotFound, 127),
         (End::Stockade(Signal::TERM), 128 + 15),
         (End::Stockade(Signal::HUP), 128 + 1),
+        (End::Stockade(Signal::QUIT), 128 + 3),
     ];
     for who in users() {
         for leg in legs() {
