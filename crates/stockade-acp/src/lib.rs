@@ -129,7 +129,7 @@ async fn serve_until_closed(loaded: &LoadedConfig) -> Result<(), ServeError> {
     }
     let env = Environment {
         config_dir: loaded.dir.clone(),
-        verdict_cache_dir: stockade_local::LocalSettings::default_verdict_cache_dir(),
+        verdict_cache_dirs: stockade_local::LocalSettings::default_verdict_cache_dirs(),
         config_file: Some(loaded.path.clone()),
         pins,
     };

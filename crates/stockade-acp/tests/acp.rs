@@ -850,7 +850,7 @@ fn the_example_composition_composes() {
     let state = tempfile::tempdir_in(base).unwrap();
     let env = stockade_acp::Environment {
         config_dir: loaded.dir,
-        verdict_cache_dir: None,
+        verdict_cache_dirs: Vec::new(),
         config_file: Some(loaded.path),
         pins: Default::default(),
     };

@@ -11,7 +11,7 @@ pub(crate) fn provider(
     stockade_config::provider(
         LocalSettings {
             backend,
-            verdict_cache_dir: LocalSettings::default_verdict_cache_dir(),
+            verdict_cache_dirs: LocalSettings::default_verdict_cache_dirs(),
             allow_sockets,
             ..Default::default()
         },

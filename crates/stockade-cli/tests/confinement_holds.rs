@@ -693,6 +693,46 @@ fn the_verdict_cache_stays_out_of_reach() {
     }
 }
 
+/// `$HOME` as the workspace still keeps its verdict: the places beneath it
+/// are skipped (nothing is made there) and the next place serves, so the
+/// second run does not probe (the verdict file is not written again).
+#[test]
+fn a_home_workspace_keeps_its_verdict_in_the_next_place() {
+    let base = base();
+    for who in users() {
+        // Runtime dir and home both inside the workspace.
+        let home = owned_dir(&base, "home-", who);
+        let cache = owned_dir(&base, "cache-", who);
+        let run = || {
+            let mut c = stockade_as(who, home.path());
+            c.env("XDG_CACHE_HOME", cache.path())
+                .args(["exec", "--mode", "workspace-write", "--workspace"])
+                .arg(home.path())
+                .args(["--", "/bin/sh", "-c", "echo ok > out"])
+                .current_dir(home.path());
+            let out = c.output().unwrap();
+            assert!(out.status.success(), "{who:?}: {}", text(&out.stderr));
+        };
+        run();
+        let verdict = cache.path().join("stockade/auto-verdict");
+        let first = fs::metadata(&verdict)
+            .unwrap_or_else(|e| panic!("{who:?}: no verdict kept in the next place: {e}"))
+            .modified()
+            .unwrap();
+        assert!(
+            !home.path().join("stockade").exists() && !home.path().join(".cache").exists(),
+            "{who:?}: a verdict place was made beneath the workspace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        run();
+        assert_eq!(
+            fs::metadata(&verdict).unwrap().modified().unwrap(),
+            first,
+            "{who:?}: the second run probed again"
+        );
+    }
+}
+
 /// Channel 2: a runner reachable only through a relative `PATH` entry is
 /// never run, and the refusal names the entry.
 #[test]

@@ -70,11 +70,12 @@ pub struct Environment {
     /// to it, so the file means the same whatever the editor's current
     /// directory is.
     pub config_dir: PathBuf,
-    /// Where `auto` keeps its probe verdict between processes; `None` keeps
-    /// it for this process only.
-    /// [`stockade_local::LocalSettings::default_verdict_cache_dir`] is
+    /// Where `auto` may keep its probe verdict between processes, in order
+    /// (the first beneath no writable root is used); empty keeps it for
+    /// this process only.
+    /// [`stockade_local::LocalSettings::default_verdict_cache_dirs`] is
     /// where `stockade exec` keeps it, so both share one verdict.
-    pub verdict_cache_dir: Option<PathBuf>,
+    pub verdict_cache_dirs: Vec<PathBuf>,
     /// The config file itself (absolute), when the composition came from
     /// one: it decides every later run's confinement, so it must lie outside
     /// every root a run may write (checked at startup and per session).
@@ -173,7 +174,7 @@ fn provider(config: &Config, env: &Environment) -> Result<Option<LocalProvider>,
         s,
         env.config_file.as_deref().unwrap_or(&env.config_dir),
         &env.config_dir,
-        env.verdict_cache_dir.clone(),
+        env.verdict_cache_dirs.clone(),
     )
     .map_err(|e| ComposeError::Sandbox {
         message: match e {

@@ -20,7 +20,7 @@ use crate::overrides::Overrides;
 use crate::schema::{Config, ConfigError, SandboxSection};
 
 /// The provider's settings `s` asks for: its paths relative to `dir` (the
-/// config file's directory), verdicts cached in `verdict_cache_dir`. `path`
+/// config file's directory), verdicts cached in the first of `verdict_cache_dirs` beneath no writable root. `path`
 /// is the config file, for the error. Validation at load already refused
 /// every value parsed here, so an error is a bug in that validation,
 /// reported rather than hidden.
@@ -28,7 +28,7 @@ pub fn local_settings(
     s: &SandboxSection,
     path: &Path,
     dir: &Path,
-    verdict_cache_dir: Option<PathBuf>,
+    verdict_cache_dirs: Vec<PathBuf>,
 ) -> Result<LocalSettings, ConfigError> {
     let invalid = |key: &str, message: String| ConfigError::Invalid {
         path: path.to_path_buf(),
@@ -58,7 +58,7 @@ pub fn local_settings(
         probe_timeout: s
             .probe_timeout_ms
             .map_or(defaults.probe_timeout, Duration::from_millis),
-        verdict_cache_dir,
+        verdict_cache_dirs,
         allow_sockets: s.allow_sockets.clone(),
     })
 }
@@ -496,14 +496,14 @@ fn exec_settings(
     overrides: &Overrides,
     loaded: Option<&LoadedConfig>,
 ) -> Result<LocalSettings, String> {
-    let verdict_cache_dir = LocalSettings::default_verdict_cache_dir();
+    let verdict_cache_dirs = LocalSettings::default_verdict_cache_dirs();
     let sandbox = loaded.and_then(|l| l.config.sandbox.as_ref().map(|sb| (l, sb)));
     let mut settings = match sandbox {
         Some((l, sb)) => {
-            local_settings(sb, &l.path, &l.dir, verdict_cache_dir).map_err(|e| e.to_string())?
+            local_settings(sb, &l.path, &l.dir, verdict_cache_dirs).map_err(|e| e.to_string())?
         }
         None => LocalSettings {
-            verdict_cache_dir,
+            verdict_cache_dirs,
             ..Default::default()
         },
     };

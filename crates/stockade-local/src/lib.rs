@@ -346,13 +346,15 @@ impl LocalProvider {
             .map_err(Clone::clone)
     }
 
-    /// The verdict cache dir, unless it lies beneath a writable root: then
-    /// it is ignored (never read, written or removed) and the chain probed.
+    /// The first verdict cache dir that lies beneath no writable root; one
+    /// beneath a root is ignored (never read, written or removed). With none
+    /// left the chain is probed.
     fn cache_dir(&self, writable: &[PathBuf]) -> Option<&Path> {
         self.settings
-            .verdict_cache_dir
-            .as_deref()
-            .filter(|d| stockade_roots::beneath(d, writable).is_none())
+            .verdict_cache_dirs
+            .iter()
+            .map(PathBuf::as_path)
+            .find(|d| stockade_roots::beneath(d, writable).is_none())
     }
 
     /// Drop the verdict kept between processes (e.g. after its runner failed),
@@ -646,11 +648,12 @@ pub(crate) fn runner_stamp(p: &Path) -> Option<String> {
     confine::stamp(p)
 }
 
-/// What decides later runs and so may lie in no extra writable root: the
-/// verdict cache, the configured runners, and stockade itself (the runners
-/// actually selected are added when they are).
+/// What decides later runs and so may lie in no extra writable root: every
+/// place the verdict may be kept (a later run whose earlier places lie in
+/// its workspace reads the next one), the configured runners, and stockade
+/// itself (the runners actually selected are added when they are).
 fn register_control(pins: &RootPins, settings: &LocalSettings) {
-    if let Some(dir) = &settings.verdict_cache_dir {
+    for dir in &settings.verdict_cache_dirs {
         pins.add_control_path("verdict cache", dir);
     }
     for runner in [&settings.bwrap_path, &settings.launcher_path]

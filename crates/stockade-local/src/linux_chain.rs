@@ -52,18 +52,20 @@ impl Chain<'_> {
         )?;
         let (runner_env_remove, command_env) = profile::loader_env(std::env::vars_os());
         prepared.profile.command_env = command_env;
-        let proxy_dir = p
-            .settings
-            .verdict_cache_dir
-            .clone()
-            .or_else(LocalSettings::default_verdict_cache_dir);
+        let defaults;
+        let proxy_dirs = if p.settings.verdict_cache_dirs.is_empty() {
+            defaults = LocalSettings::default_verdict_cache_dirs();
+            &defaults
+        } else {
+            &p.settings.verdict_cache_dirs
+        };
         let net = network::for_run(
             &p.proxies,
             Some(backend),
             policy,
             p.host_facts().landlock_abi,
             p.host_facts().supervised,
-            proxy_dir.as_deref(),
+            proxy_dirs,
             &p.pins,
         )?;
         prepared.profile.net = net.profile;

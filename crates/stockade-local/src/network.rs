@@ -174,7 +174,7 @@ impl Proxies {
         &self,
         hosts: &[String],
         unix: bool,
-        cache_dir: Option<&Path>,
+        cache_dirs: &[PathBuf],
         pins: &RootPins,
     ) -> Result<Arc<Running>, SandboxUnavailable> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
@@ -182,7 +182,7 @@ impl Proxies {
             return Ok(p.clone());
         }
         let dir = match unix {
-            true => Some(socket_dir(cache_dir, pins)?),
+            true => Some(socket_dir(cache_dirs, pins)?),
             false => None,
         };
         let proxy = Proxy::start(ProxyConfig {
@@ -209,8 +209,9 @@ const SUN_PATH_MAX: usize = 107;
 ///
 /// 1. `$XDG_RUNTIME_DIR/stockade`, when `$XDG_RUNTIME_DIR` is ours and
 ///    private (0700), as the XDG spec promises for sockets;
-/// 2. `cache_dir` (the verdict cache: `$XDG_CACHE_HOME/stockade` or
-///    `~/.cache/stockade` unless the operator named one);
+/// 2. `cache_dirs` (where the verdict may be kept: `$XDG_CACHE_HOME/stockade`
+///    or `~/.cache/stockade`, then `/var/tmp/stockade-<euid>`, unless the
+///    operator named others);
 /// 3. `/var/tmp`, whose sticky bit keeps other users from renaming what we
 ///    make there, and which no sandbox writes unless it is granted.
 ///
@@ -232,7 +233,7 @@ const SUN_PATH_MAX: usize = 107;
 ///
 /// Directories left by runs that were killed (no drop ran) are swept from
 /// the chosen place first.
-fn socket_dir(cache_dir: Option<&Path>, pins: &RootPins) -> Result<SocketDir, SandboxUnavailable> {
+fn socket_dir(cache_dirs: &[PathBuf], pins: &RootPins) -> Result<SocketDir, SandboxUnavailable> {
     let mut places: Vec<(PathBuf, Place)> = Vec::new();
     if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|v| !v.is_empty())
@@ -241,10 +242,10 @@ fn socket_dir(cache_dir: Option<&Path>, pins: &RootPins) -> Result<SocketDir, Sa
     {
         places.push((rt.join("stockade"), Place::Runtime(rt)));
     }
-    if let Some(c) = cache_dir
-        && !places.iter().any(|(p, _)| p == c)
-    {
-        places.push((c.to_path_buf(), Place::Cache));
+    for c in cache_dirs {
+        if !places.iter().any(|(p, _)| p == c) {
+            places.push((c.clone(), Place::Cache));
+        }
     }
     places.push((PathBuf::from("/var/tmp"), Place::Sticky));
     let writable = pins.all_writable_paths();
@@ -472,7 +473,7 @@ pub(crate) fn for_run(
     sandbox: &SandboxPolicy,
     landlock_abi: Option<u8>,
     supervised: bool,
-    dir: Option<&Path>,
+    dirs: &[PathBuf],
     pins: &RootPins,
 ) -> Result<RunNet, SandboxUnavailable> {
     let (policy, session) = (&sandbox.network, sandbox.session.as_deref());
@@ -503,7 +504,7 @@ pub(crate) fn for_run(
             }
             // bwrap reaches the proxy through its Unix socket; Landlock
             // through its loopback port.
-            let running = proxies.get(&policy.allowed_hosts, bwrap_like, dir, pins)?;
+            let running = proxies.get(&policy.allowed_hosts, bwrap_like, dirs, pins)?;
             let proxy = &running.proxy;
             let unix = proxy.unix_path().map(Path::to_path_buf);
             if bwrap_like && unix.is_none() {
@@ -767,7 +768,7 @@ mod tests {
                 &sandbox_with(&listed),
                 abi,
                 sup,
-                None,
+                &[],
                 &pins,
             ) else {
                 panic!("abi {abi:?}: allow-listed ran with TCP unrestricted");
@@ -795,7 +796,7 @@ mod tests {
                 &sandbox_with(&listed),
                 Some(abi),
                 sup,
-                None,
+                &[],
                 &pins,
             )
             .unwrap();
@@ -813,7 +814,7 @@ mod tests {
                 &sandbox_with(&p),
                 Some(3),
                 false,
-                None,
+                &[],
                 &pins,
             )
             .unwrap();

@@ -45,7 +45,7 @@ impl Rung for OperatorRunner<'_> {
             policy,
             p.host_facts().landlock_abi,
             p.host_facts().supervised,
-            None,
+            &[],
             &p.pins,
         )?;
         prepared.profile.net = net.profile;

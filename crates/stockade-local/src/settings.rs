@@ -122,9 +122,10 @@ pub struct LocalSettings {
     pub launcher_path: Option<PathBuf>,
     pub runner_command: Option<RunnerCommand>,
     pub probe_timeout: Duration,
-    /// Where `auto` keeps its verdict between processes; `None` keeps it for
-    /// the provider's lifetime only.
-    pub verdict_cache_dir: Option<PathBuf>,
+    /// Where `auto` may keep its verdict between processes, in order: a run
+    /// uses the first that lies beneath none of its writable roots. Empty
+    /// keeps the verdict for the provider's lifetime only.
+    pub verdict_cache_dirs: Vec<PathBuf>,
     /// Unix sockets a confined command may still connect to (absolute
     /// paths). Every other socket outside the sandbox is out of reach.
     pub allow_sockets: Vec<PathBuf>,
@@ -138,26 +139,53 @@ impl Default for LocalSettings {
             launcher_path: None,
             runner_command: None,
             probe_timeout: Duration::from_secs(5),
-            verdict_cache_dir: None,
+            verdict_cache_dirs: Vec::new(),
             allow_sockets: Vec::new(),
         }
     }
 }
 
+/// `/var/tmp/stockade-<euid>`: no sandbox writes `/var/tmp` unless it is
+/// granted, and its sticky bit keeps other users from renaming our
+/// directory (one they made first is not ours, so it is never trusted).
+/// Only the Linux chain probes, so only it keeps a verdict.
+#[cfg(target_os = "linux")]
+fn per_user_var_tmp() -> Option<PathBuf> {
+    Some(PathBuf::from(format!(
+        "/var/tmp/stockade-{}",
+        rustix::process::geteuid().as_raw()
+    )))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn per_user_var_tmp() -> Option<PathBuf> {
+    None
+}
+
 impl LocalSettings {
-    /// Where a process keeps `auto`'s verdict by default: per user, and per
-    /// boot when `$XDG_RUNTIME_DIR` (a tmpfs) is set; else the XDG cache dir.
-    pub fn default_verdict_cache_dir() -> Option<PathBuf> {
+    /// Where a process keeps `auto`'s verdict by default, per user: per boot
+    /// in `$XDG_RUNTIME_DIR` (a tmpfs) when it is set; then the XDG cache
+    /// dir; then `/var/tmp/stockade-<euid>`, for the runs whose workspace
+    /// holds the cache dir (`$HOME` as the workspace with no runtime dir)
+    /// and which would otherwise probe on every start.
+    pub fn default_verdict_cache_dirs() -> Vec<PathBuf> {
         let nonempty = |k: &str| {
             std::env::var_os(k)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         };
-        nonempty("XDG_RUNTIME_DIR")
-            .or_else(|| nonempty("XDG_CACHE_HOME"))
-            .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
-            .filter(|d| d.is_absolute())
-            .map(|d| d.join("stockade"))
+        let mut dirs: Vec<PathBuf> = [
+            nonempty("XDG_RUNTIME_DIR"),
+            nonempty("XDG_CACHE_HOME").or_else(|| nonempty("HOME").map(|h| h.join(".cache"))),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("stockade"))
+        .chain(per_user_var_tmp())
+        .collect();
+        dirs.dedup();
+        dirs
     }
 
     pub fn validate(&self) -> Result<(), SettingsError> {

@@ -359,7 +359,7 @@ fn policy_rides_each_call() {
 fn auto_verdict_is_kept_between_providers_and_rekeyed() {
     let dir = tempfile::tempdir().unwrap();
     let settings = LocalSettings {
-        verdict_cache_dir: Some(dir.path().to_path_buf()),
+        verdict_cache_dirs: vec![dir.path().to_path_buf()],
         ..Default::default()
     };
     let (p, h) = provider(
@@ -1010,7 +1010,7 @@ fn a_verdict_cache_beneath_a_writable_root_is_ignored() {
     let ws = std::fs::canonicalize(d.path()).unwrap();
     let cache = ws.join("cache");
     let settings = LocalSettings {
-        verdict_cache_dir: Some(cache.clone()),
+        verdict_cache_dirs: vec![cache.clone()],
         ..Default::default()
     };
     let (p, h) = provider(
@@ -1028,6 +1028,99 @@ fn a_verdict_cache_beneath_a_writable_root_is_ignored() {
     assert!(
         !cache.exists(),
         "nothing is written beneath a writable root"
+    );
+}
+
+/// A place beneath the run's workspace is skipped, never read or written,
+/// and the verdict goes to the next place, where the next process finds it
+/// and does not probe; a run whose workspace holds every place probes each
+/// time and leaves nothing behind.
+#[test]
+fn a_verdict_place_beneath_the_workspace_yields_to_the_next() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    let ws = base.join("home");
+    let (inside, outside) = (ws.join(".cache/stockade"), base.join("var/stockade-0"));
+    std::fs::create_dir_all(&inside).unwrap();
+    // A forged verdict in the skipped place decides nothing.
+    std::fs::write(inside.join("auto-verdict"), "forged").unwrap();
+    let settings = LocalSettings {
+        verdict_cache_dirs: vec![inside.clone(), outside.clone()],
+        ..Default::default()
+    };
+    let policy = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &ws);
+    for probes in [1, 0, 0] {
+        let (p, h) = provider(
+            FakeHost::linux(true, true, Some(7)),
+            settings.clone(),
+            Platform::Linux,
+        );
+        assert_eq!(p.confine(&argv(), &policy).unwrap().backend, "bwrap");
+        assert_eq!(h.probes.load(Ordering::SeqCst), probes);
+    }
+    assert!(outside.join("auto-verdict").is_file());
+    assert_eq!(
+        std::fs::read_to_string(inside.join("auto-verdict")).unwrap(),
+        "forged"
+    );
+    // Outside the workspace the first place serves again (and the forged
+    // file there is not a verdict: it probes once and replaces it).
+    let (p, h) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        settings.clone(),
+        Platform::Linux,
+    );
+    p.confine(&argv(), &ro()).unwrap();
+    assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+    assert!(
+        std::fs::read_to_string(inside.join("auto-verdict"))
+            .unwrap()
+            .starts_with("stockade-verdict-v1")
+    );
+
+    let only_inside = LocalSettings {
+        verdict_cache_dirs: vec![ws.join("a"), ws.join("b")],
+        ..Default::default()
+    };
+    for _ in 0..2 {
+        let (p, h) = provider(
+            FakeHost::linux(true, true, Some(7)),
+            only_inside.clone(),
+            Platform::Linux,
+        );
+        p.confine(&argv(), &policy).unwrap();
+        assert_eq!(h.probes.load(Ordering::SeqCst), 1);
+    }
+    assert!(!ws.join("a").exists() && !ws.join("b").exists());
+}
+
+/// Every place the verdict may be kept is control state: a later run whose
+/// earlier places lie in its workspace reads the next, so an extra root
+/// holding any of them is refused, naming both.
+#[test]
+fn an_extra_root_holding_any_verdict_place_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(d.path()).unwrap();
+    for dir in ["ws", "first", "later/stockade"] {
+        std::fs::create_dir_all(base.join(dir)).unwrap();
+    }
+    let settings = LocalSettings {
+        verdict_cache_dirs: vec![base.join("first"), base.join("later/stockade")],
+        ..Default::default()
+    };
+    let (p, _) = provider(
+        FakeHost::linux(true, true, Some(7)),
+        settings,
+        Platform::Linux,
+    );
+    let policy = ww(base.join("ws").to_str().unwrap()).with_files(stockade_core::FilePolicy {
+        writable_roots: vec![base.join("later")],
+        ..Default::default()
+    });
+    let e = p.confine(&argv(), &policy).unwrap_err().to_string();
+    assert!(
+        e.contains("verdict cache") && e.contains(&base.join("later").display().to_string()),
+        "{e}"
     );
 }
 
@@ -1134,7 +1227,7 @@ fn an_extra_root_holding_the_verdict_cache_is_refused() {
     std::fs::create_dir_all(base.join("ws")).unwrap();
     std::fs::create_dir_all(base.join("state/cache")).unwrap();
     let settings = LocalSettings {
-        verdict_cache_dir: Some(base.join("state/cache")),
+        verdict_cache_dirs: vec![base.join("state/cache")],
         ..Default::default()
     };
     let (p, _) = provider(
@@ -1166,7 +1259,7 @@ fn the_network_mode_reaches_the_runner_with_landlocks_gaps_named() {
     for (bwrap_ok, abi) in [(true, 7), (false, 7), (false, 3)] {
         // A state directory per host: the verdict is cached there.
         let settings = LocalSettings {
-            verdict_cache_dir: Some(state.join(format!("{bwrap_ok}-{abi}"))),
+            verdict_cache_dirs: vec![state.join(format!("{bwrap_ok}-{abi}"))],
             ..Default::default()
         };
         let mut host = FakeHost::linux(bwrap_ok, true, Some(abi));
