@@ -30,6 +30,7 @@ mod ask;
 mod fence;
 mod filter;
 mod notify;
+mod turns;
 
 pub use ask::Asker;
 
@@ -167,15 +168,29 @@ pub fn run(fence: Fence, asker: Option<Asker>, launcher: Launcher) -> ! {
             .map_or(0, |a| a.max().min(MAX_ASKING_WORKERS));
     let asker = asker.map(Arc::new);
     let listener = Arc::new(Listener::new(listener));
+    let turns = Arc::new(turns::Turns::default());
     for _ in 0..workers {
-        let (fence, listener, asker) = (fence.clone(), listener.clone(), asker.clone());
+        let (fence, listener, asker, turns) = (
+            fence.clone(),
+            listener.clone(),
+            asker.clone(),
+            turns.clone(),
+        );
         let spawned = std::thread::Builder::new()
             .name("supervisor".into())
-            .spawn(move || serve(&fence, asker.as_deref(), &listener, child));
+            .spawn(move || serve(&fence, asker.as_deref(), &listener, &turns, child));
         if let Err(e) = spawned {
             let _ = rustix::process::kill_process(child, Signal::KILL);
             fail(format_args!("cannot start the supervisor: {e}"));
         }
+    }
+    let watched = turns.clone();
+    let spawned = std::thread::Builder::new()
+        .name("supervisor-watch".into())
+        .spawn(move || watched.watch());
+    if let Err(e) = spawned {
+        let _ = rustix::process::kill_process(child, Signal::KILL);
+        fail(format_args!("cannot start the supervisor: {e}"));
     }
     supervise(child)
 }
@@ -243,19 +258,33 @@ fn install() -> Result<OwnedFd, String> {
     })
 }
 
-/// One worker: receive, decode, check the thread is still waiting, perform,
-/// answer. A broken listener fails closed: the command is killed.
-fn serve(fence: &Fence, asker: Option<&Asker>, listener: &Listener, child: Pid) {
+/// One worker: wait for its turn to receive (`turns`), receive, decode,
+/// check the thread is still waiting, perform, answer. A broken listener
+/// fails closed: the command is killed.
+fn serve(
+    fence: &Fence,
+    asker: Option<&Asker>,
+    listener: &Listener,
+    turns: &turns::Turns,
+    child: Pid,
+) {
     loop {
-        let req = match listener.recv() {
+        turns.take();
+        let received = listener.recv();
+        let _call = turns.start_call();
+        let req = match received {
             Ok(Some(req)) => req,
             Ok(None) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+                turns.close();
+                return;
+            }
             Err(e) => {
                 // EBADF/ENOTTY cannot happen with our own listener; anything
                 // else leaves calls unanswered, so nothing may run on.
                 eprintln!("landlock-run: supervisor: {e}");
                 let _ = rustix::process::kill_process(child, Signal::KILL);
+                turns.close();
                 return;
             }
         };

@@ -127,8 +127,13 @@ const PATH_MAX: usize = 4096;
 const XATTR_NAME_MAX: usize = 255;
 const XATTR_SIZE_MAX: usize = 65536;
 
-/// A NUL-terminated string at `addr`, read page by page so that a string
-/// ending just before an unmapped page is still read.
+/// The first read of a string: most paths end well before it, and a
+/// read to the end of the page copied up to 4 KiB for each of them.
+const FIRST_READ: usize = 256;
+
+/// A NUL-terminated string at `addr`, read page by page (the first read
+/// shorter) so that a string ending just before an unmapped page is still
+/// read.
 fn read_cstr(tid: u32, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
     if addr == 0 {
         return Err(Errno::FAULT);
@@ -137,7 +142,8 @@ fn read_cstr(tid: u32, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
     let mut at = addr;
     while out.len() < max {
         let room = (PAGE - at % PAGE) as usize;
-        let mut chunk = vec![0u8; room.min(max - out.len())];
+        let first = if out.is_empty() { FIRST_READ } else { room };
+        let mut chunk = vec![0u8; room.min(first).min(max - out.len())];
         read_exact(tid, at, &mut chunk)?;
         if let Some(end) = chunk.iter().position(|b| *b == 0) {
             out.extend_from_slice(&chunk[..end]);

@@ -1,6 +1,7 @@
 //! What the supervisor remembers between calls, so that a governed call
-//! costs little more than its notification: the class of a directory, a
-//! thread's working directory, a thread's umask. Nothing here is trusted
+//! costs little more than its notification: the class of a directory, of
+//! a file reached through a descriptor, a thread's working directory, a
+//! thread's umask. Nothing here is trusted
 //! past what would have been read afresh:
 //!
 //! - **Directory classes**, by identity *and* mount (the `..` walk crosses
@@ -12,6 +13,13 @@
 //!   (`forget_dirs`). A walk whose result could predate such a rename is not
 //!   kept (`epoch`). Changes made outside the run (a rename by another user of
 //!   the machine, a mount) are outside what the fence governs anyway.
+//! - **Files reached through a descriptor** (fchmod, fchown, futimens, ...
+//!   of a file the command opened), judged inside by the kernel's name of
+//!   that descriptor: kept by identity and mount with that name, and used
+//!   only while `/proc/self/fd/N` of the new descriptor still reads the very
+//!   same name (one `readlink`, which the walk needed anyway, instead of
+//!   re-resolving that name from `/`). Emptied around every rename, link
+//!   and unlink the fence performs.
 //! - **Working directories**, per thread, checked on every use: the
 //!   thread's current cwd is looked up (one `statx` of `/proc/<tid>/cwd`)
 //!   and the held handle is used only when it is that very directory on
@@ -41,8 +49,8 @@ use rustix::process::{Pid, PidfdFlags};
 
 use super::*;
 
-/// A directory as a `..` walk sees it: device, inode and mount.
-type Place = (u64, u64, u64);
+/// A directory (or a file) as a `..` walk sees it: device, inode and mount.
+pub(super) type Place = (u64, u64, u64);
 
 /// `STATX_MNT_ID_UNIQUE` (Linux 6.8): never reused; older kernels fill
 /// `STATX_MNT_ID`, which a held descriptor keeps from reuse as well.
@@ -59,7 +67,11 @@ fn place(sx: &Statx) -> Option<Place> {
     Some((dev, sx.stx_ino, sx.stx_mnt_id))
 }
 
-fn place_of(dir: BorrowedFd<'_>, path: &CStr, flags: AtFlags) -> Result<Option<Place>, Errno> {
+pub(super) fn place_of(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    flags: AtFlags,
+) -> Result<Option<Place>, Errno> {
     let want =
         StatxFlags::INO | StatxFlags::MNT_ID | StatxFlags::from_bits_retain(STATX_MNT_ID_UNIQUE);
     Ok(place(&fs::statx(dir, path, flags, want)?))
@@ -68,8 +80,24 @@ fn place_of(dir: BorrowedFd<'_>, path: &CStr, flags: AtFlags) -> Result<Option<P
 #[derive(Debug, Default)]
 pub(super) struct Caches {
     dirs: Mutex<Dirs>,
+    files: Mutex<Files>,
     tasks: Mutex<Tasks>,
 }
+
+/// Files found inside through a descriptor (see `Fence::class_unnamed`),
+/// by place, each with the kernel's name of the descriptor it was judged
+/// through and held open (so that no other file takes its inode number
+/// while it is kept). Few: what a command does to a file through a
+/// descriptor it does soon after opening it.
+#[derive(Debug, Default)]
+struct Files {
+    /// Bumped by every rename, link and unlink the fence performs.
+    epoch: u64,
+    map: HashMap<Place, (Vec<u8>, OwnedFd)>,
+}
+
+/// Kept files at most; the map is emptied when full.
+const FILES: usize = 64;
 
 #[derive(Debug, Default)]
 struct Dirs {
@@ -141,6 +169,50 @@ impl Caches {
         let mut dirs = lock(&self.dirs);
         dirs.epoch += 1;
         dirs.map.clear();
+    }
+
+    /// Whether the non-directory `obj`, at `at` and named `link` by the
+    /// kernel now (`/proc/self/fd/N` of a descriptor of it), was judged
+    /// inside through that very name; otherwise the ticket to keep the
+    /// judgement the caller is about to make. The name is the kernel's
+    /// path of the descriptor's own dentry, so an equal name on the same
+    /// mount is the same chain of directories: the file was not moved,
+    /// nor any directory above it (a move renames the path; an unlinked
+    /// file's name ends in " (deleted)"), and a directory's class follows
+    /// from its chain alone.
+    pub(super) fn file_inside(&self, at: Place, link: &[u8]) -> Lookup<()> {
+        let files = lock(&self.files);
+        match files.map.get(&at) {
+            Some((name, _)) if name.as_slice() == link => Lookup::Hit(()),
+            _ => Lookup::Miss(Ticket {
+                at,
+                epoch: files.epoch,
+            }),
+        }
+    }
+
+    /// Keeps `obj` (named `link`) as inside, unless the fence renamed,
+    /// linked or unlinked anything since the ticket was taken.
+    pub(super) fn keep_file(&self, ticket: Ticket, obj: BorrowedFd<'_>, link: &[u8]) {
+        let Ok(held) = rustix::io::fcntl_dupfd_cloexec(obj, 0) else {
+            return;
+        };
+        let mut files = lock(&self.files);
+        if files.epoch != ticket.epoch {
+            return;
+        }
+        if files.map.len() >= FILES.min(budget(16)) {
+            files.map.clear();
+        }
+        files.map.insert(ticket.at, (link.to_vec(), held));
+    }
+
+    /// Around every rename, link and unlink: nothing judged before it is
+    /// kept, and no removed file stays held open here.
+    pub(super) fn forget_files(&self) {
+        let mut files = lock(&self.files);
+        files.epoch += 1;
+        files.map.clear();
     }
 
     /// The thread's working directory: the held handle when it is still the

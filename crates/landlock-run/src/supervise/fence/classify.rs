@@ -3,7 +3,7 @@
 //! root.
 #![forbid(unsafe_code)]
 
-use super::cache::Lookup;
+use super::cache::{self, Lookup};
 use super::*;
 
 /// Whether `dir` is a sticky directory the protections cover at `level`
@@ -113,6 +113,16 @@ impl Fence {
     /// A non-directory reached through a descriptor: its name is where the
     /// kernel says it is, confirmed by identity before it counts.
     pub(super) fn class_unnamed(&self, obj: &Obj) -> Result<Class, Errno> {
+        let at = cache::place_of(obj.fd.as_fd(), c"", AtFlags::EMPTY_PATH)?;
+        let link = fs::readlink(proc_fd_path(obj.fd.as_fd()), Vec::new()).map(CString::into_bytes);
+        let ticket = match (at, &link) {
+            (Some(at), Ok(link)) => match self.cache.file_inside(at, link) {
+                Lookup::Hit(()) => return Ok(Class::Inside),
+                Lookup::Miss(ticket) => Some(ticket),
+                Lookup::Uncached => None,
+            },
+            _ => None,
+        };
         // Pipes, sockets and anonymous inodes have no place in the tree
         // (Landlock does not govern them either); an unlinked file has no
         // name anyone could reach.
@@ -122,10 +132,17 @@ impl Fence {
         {
             return Ok(Class::Inside);
         }
-        match parent_of_named(obj.fd.as_fd(), &obj.st) {
-            Ok(parent) => self.class_dir(parent.as_fd()),
-            Err(()) => Ok(Class::Outside),
+        let Ok(link) = link else {
+            return Ok(Class::Outside);
+        };
+        let class = match parent_of_link(&link, &obj.st) {
+            Ok(parent) => self.class_dir(parent.as_fd())?,
+            Err(()) => return Ok(Class::Outside),
+        };
+        if let (Class::Inside, Some(ticket)) = (class, ticket) {
+            self.cache.keep_file(ticket, obj.fd.as_fd(), &link);
         }
+        Ok(class)
     }
 
     pub(super) fn is_pinned(&self, obj: &Obj) -> bool {
@@ -175,7 +192,11 @@ impl Fence {
 /// it, accepted only if that directory still holds this very inode there.
 pub(super) fn parent_of_named(fd: BorrowedFd<'_>, st: &Stat) -> Result<OwnedFd, ()> {
     let link = fs::readlink(proc_fd_path(fd), Vec::new()).map_err(|_| ())?;
-    let bytes = link.as_bytes();
+    parent_of_link(link.as_bytes(), st)
+}
+
+/// `parent_of_named` with the kernel's name of the descriptor read already.
+fn parent_of_link(bytes: &[u8], st: &Stat) -> Result<OwnedFd, ()> {
     if bytes.first() != Some(&b'/') {
         return Err(());
     }

@@ -306,11 +306,13 @@ impl Fence {
         if self.protected.contains(&id(&obj.st)) || self.is_pinned(&obj) {
             return Err(Errno::ACCESS);
         }
-        fs::unlinkat(
+        let done = fs::unlinkat(
             &parent,
             &entry.name,
             AtFlags::from_bits_retain(flags) & AtFlags::REMOVEDIR,
-        )
+        );
+        self.cache.forget_files();
+        done
     }
 
     pub(super) fn rename(
@@ -342,6 +344,7 @@ impl Fence {
         if moves_dir {
             self.cache.forget_dirs();
         }
+        self.cache.forget_files();
         let done = fs::renameat_with(
             from_dir,
             &from.name,
@@ -352,6 +355,7 @@ impl Fence {
         if moves_dir {
             self.cache.forget_dirs();
         }
+        self.cache.forget_files();
         done
     }
 
@@ -382,13 +386,15 @@ impl Fence {
         let (to_dir, to_name) = self.new_name(child, new_dirfd, new)?;
         // The magic name reaches the inode itself, so no name the child can
         // still change is looked up again.
-        fs::linkat(
+        let done = fs::linkat(
             CWD,
             obj.proc_path(),
             &to_dir,
             &to_name,
             AtFlags::SYMLINK_FOLLOW,
-        )
+        );
+        self.cache.forget_files();
+        done
     }
 
     pub(super) fn truncate(&self, child: Child, path: &[u8], len: u64) -> Result<(), Errno> {

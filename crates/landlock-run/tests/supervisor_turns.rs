@@ -1,0 +1,234 @@
+//! The supervisor's per-call shortcuts (issue 26) against the real kernel:
+//!
+//! - One worker receives at a time (`supervise/turns.rs`): a governed call
+//!   that blocks in the supervisor (a FIFO opened for writing, waiting for
+//!   its reader) must not hold up the command's other governed calls. The
+//!   reader is opened only after a mkdir and a create have been answered,
+//!   so with nobody left to receive the run would never end.
+//! - Files judged through a descriptor are kept (`supervise/fence/cache.rs`)
+//!   only under the kernel's name of that descriptor: a file moved after a
+//!   first `fchmod` through its descriptor is judged again where it lies
+//!   now. Moved outside every writable root or into a protected directory
+//!   (by someone outside the run, here the test), the second `fchmod` is
+//!   refused; moved within the root, it works.
+//!
+//! Every scenario runs as ourselves and, when we are root (as in CI), as
+//! `nobody`. When `CI=true` a missing python3 fails.
+#![cfg(target_os = "linux")]
+// A failed unwrap is a failed test; the workspace-wide deny is for the binaries.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use stockade_testkit::users::{Who, users};
+
+const BIN: &str = env!("CARGO_BIN_EXE_landlock-run");
+const PY: &str = "/usr/bin/python3";
+/// How long a scenario may take before it counts as hung.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn python() -> bool {
+    stockade_testkit::require(PY, Path::new(PY).is_file())
+}
+
+/// `BASE/llr-turns-*/{ws,outside}`, handed to `who`.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    out: PathBuf,
+}
+
+impl Scratch {
+    fn new(who: Who) -> Scratch {
+        let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+        stockade_testkit::open_to_all(&base);
+        let dir = tempfile::Builder::new()
+            .prefix("llr-turns-")
+            .tempdir_in(&base)
+            .unwrap();
+        let ws = dir.path().join("ws");
+        let out = dir.path().join("outside");
+        fs::create_dir(&ws).unwrap();
+        fs::create_dir(&out).unwrap();
+        fs::create_dir(ws.join("a")).unwrap();
+        fs::create_dir(ws.join("b")).unwrap();
+        fs::create_dir(ws.join("p")).unwrap();
+        who.own(dir.path());
+        Scratch { _dir: dir, ws, out }
+    }
+}
+
+/// `landlock-run --ro / --rw /dev/null --rw WS [--protect WS/p] -- python3 -c SCRIPT ARGS`
+/// as `who`, in WS, stdin and stdout piped.
+fn spawn(who: Who, ws: &Path, script: &str, args: &[&str]) -> Child {
+    let mut c = who.command(BIN);
+    c.args(["--ro", "/", "--rw", "/dev/null", "--rw"])
+        .arg(ws)
+        .arg("--protect")
+        .arg(ws.join("p"))
+        .args(["--", PY, "-c", script])
+        .args(args)
+        .current_dir(ws)
+        .env_remove("TMPDIR")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+/// Lines of the child's stdout, as they come.
+fn lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line, or a failed test (with the child killed and its stderr).
+fn next_line(rx: &mpsc::Receiver<String>, child: &mut Child, what: &str) -> String {
+    match rx.recv_timeout(LIMIT) {
+        Ok(line) => line,
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("{what}: no line within {LIMIT:?} (hung or failed); stderr: {err}");
+        }
+    }
+}
+
+fn finish(child: &mut Child, what: &str) {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            assert!(status.success(), "{what}: {status:?}, stderr: {err}");
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: did not end within {LIMIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The writer's open of the FIFO is governed and blocks in the supervisor
+/// until a reader comes; the script waits until the writer is inside that
+/// open (its `/proc/PID/syscall` names `openat`), then makes a directory
+/// and a file (both governed), and only then opens the reader.
+const BLOCKED: &str = r#"
+import os, sys, time
+OPENAT = int(sys.argv[1])
+os.mkfifo("fifo")
+pid = os.fork()
+if pid == 0:
+    fd = os.open("fifo", os.O_WRONLY)
+    os.write(fd, b"x")
+    os._exit(0)
+while True:
+    with open(f"/proc/{pid}/syscall") as f:
+        if f.read().split()[0] == str(OPENAT):
+            break
+    time.sleep(0.001)
+os.mkdir("d")
+os.close(os.open("d/f", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644))
+print("created", flush=True)
+r = os.open("fifo", os.O_RDONLY)
+print("read", os.read(r, 1).decode(), flush=True)
+_, status = os.waitpid(pid, 0)
+print("writer", status, flush=True)
+"#;
+
+#[test]
+fn a_call_blocked_in_the_supervisor_does_not_hold_up_the_others() {
+    if !python() {
+        return;
+    }
+    let openat = if cfg!(target_arch = "aarch64") {
+        "56"
+    } else {
+        "257"
+    };
+    for who in users() {
+        let s = Scratch::new(who);
+        let what = format!("blocked FIFO open as {who:?}");
+        let mut child = spawn(who, &s.ws, BLOCKED, &[openat]);
+        let rx = lines(&mut child);
+        assert_eq!(next_line(&rx, &mut child, &what), "created", "{what}");
+        assert_eq!(next_line(&rx, &mut child, &what), "read x", "{what}");
+        assert_eq!(next_line(&rx, &mut child, &what), "writer 0", "{what}");
+        finish(&mut child, &what);
+        assert!(s.ws.join("d/f").is_file(), "{what}");
+    }
+}
+
+/// Opens a/f, fchmods it through the descriptor (0o600), says "ready",
+/// waits for a line on stdin (the test moves the file meanwhile), fchmods
+/// again (0o640) and prints 0 or the errno.
+const MOVED: &str = r#"
+import os, sys
+fd = os.open("a/f", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644)
+os.fchmod(fd, 0o600)
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    os.fchmod(fd, 0o640)
+    print("fchmod 0", flush=True)
+except OSError as e:
+    print("fchmod", e.errno, flush=True)
+"#;
+
+/// A name, where the file goes, the second fchmod's line, the mode after.
+type Leg = (&'static str, fn(&Scratch) -> PathBuf, &'static str, u32);
+
+#[test]
+fn a_file_moved_after_a_descriptor_call_is_judged_where_it_is() {
+    if !python() {
+        return;
+    }
+    for who in users() {
+        // Where the test moves the file to, and what the second fchmod gives.
+        let legs: [Leg; 3] = [
+            ("outside", |s| s.out.join("f"), "fchmod 13", 0o600),
+            ("protected", |s| s.ws.join("p/f"), "fchmod 13", 0o600),
+            ("within", |s| s.ws.join("b/f"), "fchmod 0", 0o640),
+        ];
+        for (leg, to, expect, mode) in legs {
+            let s = Scratch::new(who);
+            let what = format!("file moved {leg} as {who:?}");
+            let mut child = spawn(who, &s.ws, MOVED, &[]);
+            let rx = lines(&mut child);
+            assert_eq!(next_line(&rx, &mut child, &what), "ready", "{what}");
+            let dest = to(&s);
+            fs::rename(s.ws.join("a/f"), &dest).unwrap();
+            child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+            assert_eq!(next_line(&rx, &mut child, &what), expect, "{what}");
+            finish(&mut child, &what);
+            let now = fs::metadata(&dest).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(now, mode, "{what}: mode {now:o}");
+        }
+    }
+}
