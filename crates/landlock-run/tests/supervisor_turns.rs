@@ -11,6 +11,11 @@
 //!   now. Moved outside every writable root or into a protected directory
 //!   (by someone outside the run, here the test), the second `fchmod` is
 //!   refused; moved within the root, it works.
+//! - A create (mkdir, mknod, symlink, link) whose name exists is answered
+//!   EEXIST from one look-up in the held parent, whatever the name is: a
+//!   dangling symlink named with a trailing slash is not followed (the
+//!   supervisor used to make the directory it pointed to), as the kernel
+//!   answers under `--no-supervise`.
 //!
 //! Every scenario runs as ourselves and, when we are root (as in CI), as
 //! `nobody`. When `CI=true` a missing python3 fails.
@@ -230,5 +235,66 @@ fn a_file_moved_after_a_descriptor_call_is_judged_where_it_is() {
             let now = fs::metadata(&dest).unwrap().permissions().mode() & 0o7777;
             assert_eq!(now, mode, "{what}: mode {now:o}");
         }
+    }
+}
+
+/// Every create of a name that exists, each printed with its errno (or
+/// "made"), then whether the dangling symlink's target came to exist.
+const EXISTING: &str = r#"
+import os
+os.symlink("tgt", "dl")
+os.mkdir("d")
+os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644))
+def attempt(label, fn):
+    try:
+        fn()
+        print(label, "made")
+    except OSError as e:
+        print(label, e.errno)
+for name in ["dl/", "dl", "d", "d/", "f", "f/"]:
+    attempt("mkdir " + name, lambda: os.mkdir(name))
+    attempt("mkfifo " + name, lambda: os.mkfifo(name))
+    attempt("symlink " + name, lambda: os.symlink("x", name))
+    attempt("link " + name, lambda: os.link("f", name))
+print("tgt", os.path.lexists("tgt"))
+"#;
+
+#[test]
+fn a_create_of_an_existing_name_is_eexist_as_the_kernel_says() {
+    if !python() {
+        return;
+    }
+    for who in users() {
+        let mut outputs = Vec::new();
+        for supervised in [true, false] {
+            let s = Scratch::new(who);
+            let what = format!("existing names as {who:?}, supervised {supervised}");
+            let mut c = who.command(BIN);
+            c.args(["--ro", "/", "--rw", "/dev/null", "--rw"])
+                .arg(&s.ws);
+            if !supervised {
+                c.arg("--no-supervise");
+            }
+            let out = c
+                .args(["--", PY, "-c", EXISTING])
+                .current_dir(&s.ws)
+                .env_remove("TMPDIR")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{what}: {:?} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8(out.stdout).unwrap();
+            for line in text.lines().filter(|l| !l.starts_with("tgt")) {
+                assert!(line.ends_with(" 17"), "{what}: {line}");
+            }
+            assert!(text.contains("tgt False"), "{what}: {text}");
+            outputs.push(text);
+        }
+        assert_eq!(outputs[0], outputs[1], "as {who:?}");
     }
 }

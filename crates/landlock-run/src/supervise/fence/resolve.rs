@@ -8,13 +8,17 @@ use super::*;
 
 impl Fence {
     /// A name that does not exist yet, in a directory inside the fence.
+    /// A name that exists, whatever it is (a dangling symlink, and with a
+    /// trailing slash too), is EEXIST before anything else is asked, as
+    /// the kernel answers mkdir, mknod, symlink and link: one look-up in
+    /// the held parent, nothing opened, nothing classified.
     pub(super) fn new_name(
         &self,
         child: Child,
         dirfd: i32,
         path: &[u8],
     ) -> Result<(OwnedFd, CString), Errno> {
-        let entry = self.resolve(child, dirfd, path, false)?;
+        let entry = resolve_with(self, child, dirfd, path, Last::Create)?;
         let Some(parent) = entry.parent else {
             return Err(Errno::EXIST);
         };
@@ -32,8 +36,21 @@ impl Fence {
         path: &[u8],
         follow: bool,
     ) -> Result<Entry, Errno> {
-        resolve_with(self, child, dirfd, path, follow)
+        let last = if follow { Last::Follow } else { Last::NoFollow };
+        resolve_with(self, child, dirfd, path, last)
     }
+}
+
+/// What becomes of the last component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Last {
+    /// A symlink there is followed.
+    Follow,
+    /// A symlink there is the object (unless a trailing slash asks for a
+    /// directory).
+    NoFollow,
+    /// A name to create: if anything is there, EEXIST.
+    Create,
 }
 
 /// The child's descriptor `fd` (or its working directory for `AT_FDCWD`),
@@ -135,8 +152,9 @@ pub(super) fn resolve_with(
     child: Child,
     dirfd: i32,
     path: &[u8],
-    follow: bool,
+    last: Last,
 ) -> Result<Entry, Errno> {
+    let follow = last == Last::Follow;
     let sticky = fence.sticky;
     if path.is_empty() {
         return Err(Errno::NOENT);
@@ -221,6 +239,18 @@ pub(super) fn resolve_with(
             )?
         };
         let name = cstring(name)?;
+        if last == Last::Create {
+            // On the held parent: the name the kernel would create in.
+            return match fs::statat(&parent, &name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(_) => Err(Errno::EXIST),
+                Err(Errno::NOENT) => Ok(Entry {
+                    parent: Some(parent),
+                    name,
+                    obj: None,
+                }),
+                Err(e) => Err(e),
+            };
+        }
         let obj = match Obj::open(parent.as_fd(), &name) {
             Ok(obj) => Some(obj),
             Err(Errno::NOENT) => None,
