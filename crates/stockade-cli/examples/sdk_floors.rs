@@ -20,11 +20,14 @@
 //! Also `B-raw-piped`: the raw row with stdout and stderr on pipes read to
 //! their end, as the SDK captures them. It prints medians and means in ms
 //! and `(sdk - raw) / floor` (medians), the calling thread's own CPU time
-//! and times scheduled in per row (/proc/thread-self/schedstat),
+//! per row (median, mean and 90th percentile: a tail shows in the mean) and
+//! its times scheduled in (/proc/thread-self/schedstat),
 //! then the provider's `confine()` and its after-run audit alone per call
 //! (ROUNDS calls after the interleaved rounds), which the SDK does on every
-//! run and the raw row does not, the floor waited for through tokio's
-//! pidfd against `waitpid` (the SDK's wait), and one hop to tokio's
+//! run and the raw row does not, `confine()` again each time right after a
+//! raw run (`B-confine-cold`: as the SDK calls it, after a run this thread
+//! slept through, not back to back), the floor waited for through
+//! tokio's pidfd against `waitpid` (the SDK's wait), and one hop to tokio's
 //! blocking pool and back (how the SDK runs that audit).
 //!
 //! Usage: `sdk_floors FLOOR WORKSPACE` (ROUNDS, default 300; BACKENDS;
@@ -251,13 +254,20 @@ mod linux {
         (f[0], f[2])
     }
 
-    /// Medians of the caller's CPU ms and of its times scheduled in.
-    fn cpu_med(v: &[(u64, u64)]) -> (f64, u64) {
+    /// The caller's CPU ms (median, mean, 90th percentile) and the median
+    /// of its times scheduled in.
+    fn cpu_stats(v: &[(u64, u64)]) -> (f64, f64, f64, u64) {
         let mut c: Vec<u64> = v.iter().map(|x| x.0).collect();
         let mut s: Vec<u64> = v.iter().map(|x| x.1).collect();
         c.sort_unstable();
         s.sort_unstable();
-        (c[c.len() / 2] as f64 / 1e6, s[s.len() / 2])
+        let mean = c.iter().sum::<u64>() as f64 / c.len() as f64 / 1e6;
+        (
+            c[c.len() / 2] as f64 / 1e6,
+            mean,
+            c[c.len() * 9 / 10] as f64 / 1e6,
+            s[s.len() / 2],
+        )
     }
 
     fn ms(v: &mut [Duration]) -> (f64, f64) {
@@ -380,7 +390,9 @@ mod linux {
                 (sm - rm) / floor_med
             );
         }
-        println!("the calling thread, medians per run: CPU ms, times scheduled in");
+        println!(
+            "the calling thread per run: CPU ms (median, mean, p90), times scheduled in (median)"
+        );
         let names: Vec<String> =
             std::iter::once("floor".to_owned())
                 .chain(rows.iter().flat_map(|r| {
@@ -388,22 +400,40 @@ mod linux {
                 }))
                 .collect();
         for (i, name) in names.iter().enumerate() {
-            let (c, w) = cpu_med(&cpu[i]);
-            println!("  {name:<20} {c:>7.3} {w:>4}");
+            let (c, mean, p90, w) = cpu_stats(&cpu[i]);
+            println!("  {name:<20} {c:>7.3} {mean:>7.3} {p90:>7.3} {w:>4}");
         }
         // After the interleaved rounds: the provider's confine() per call,
         // which the SDK pays on every run and the raw row does not.
         for row in &rows {
             let (mut c, mut a): (Vec<Duration>, Vec<Duration>) =
                 (0..rounds).map(|_| row.confine(&inner)).unzip();
-            for (name, v) in [("confine", &mut c), ("after-run", &mut a)] {
+            // confine() as the SDK meets it: each call right after a run of
+            // the runner that this thread slept through (other processes on
+            // its CPU meanwhile), not back to back.
+            let mut cold: Vec<Duration> = (0..rounds)
+                .map(|_| {
+                    let _ = row.raw(false);
+                    row.confine(&inner).0
+                })
+                .collect();
+            for (name, v) in [
+                ("confine", &mut c),
+                ("confine-cold", &mut cold),
+                ("after-run", &mut a),
+            ] {
                 let (m, mean) = ms(v);
                 println!(
-                    "{:<18} {m:>5.3} {mean:>9.3} {:>9} {:>9} {:>+14.2}   ({name} alone, {rounds} calls after)",
+                    "{:<18} {m:>5.3} {mean:>9.3} {:>9} {:>9} {:>+14.2}   ({name} alone, {rounds} calls after{})",
                     format!("{}-{name}", row.backend),
                     "",
                     "",
-                    m / floor_med
+                    m / floor_med,
+                    if name == "confine-cold" {
+                        ", each after a raw run"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
