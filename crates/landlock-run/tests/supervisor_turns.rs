@@ -2,9 +2,10 @@
 //!
 //! - One worker receives at a time (`supervise/turns.rs`): a governed call
 //!   that blocks in the supervisor (a FIFO opened for writing, waiting for
-//!   its reader) must not hold up the command's other governed calls. The
-//!   reader is opened only after a mkdir and a create have been answered,
-//!   so with nobody left to receive the run would never end.
+//!   its reader) must not hold up the command's other governed calls. Two
+//!   such opens hold both workers that receive; the readers are opened
+//!   only after a mkdir and a create have been answered, so with nobody
+//!   left to receive the run would never end.
 //! - Files judged through a descriptor are kept (`supervise/fence/cache.rs`)
 //!   only under the kernel's name of that descriptor: a file moved after a
 //!   first `fchmod` through its descriptor is judged again where it lies
@@ -140,31 +141,38 @@ fn finish(child: &mut Child, what: &str) {
     }
 }
 
-/// The writer's open of the FIFO is governed and blocks in the supervisor
-/// until a reader comes; the script waits until the writer is inside that
-/// open (its `/proc/PID/syscall` names `openat`), then makes a directory
-/// and a file (both governed), and only then opens the reader.
+/// Each writer's open of its FIFO is governed and blocks in the
+/// supervisor until a reader comes. Two writers, so that both workers that
+/// receive at a time (`turns::RECEIVERS`) are held; the script waits until
+/// both writers are inside that open (`/proc/PID/syscall` names `openat`),
+/// then makes a directory and a file (both governed), and only then opens
+/// the readers.
 const BLOCKED: &str = r#"
 import os, sys, time
 OPENAT = int(sys.argv[1])
-os.mkfifo("fifo")
-pid = os.fork()
-if pid == 0:
-    fd = os.open("fifo", os.O_WRONLY)
-    os.write(fd, b"x")
-    os._exit(0)
-while True:
-    with open(f"/proc/{pid}/syscall") as f:
-        if f.read().split()[0] == str(OPENAT):
-            break
-    time.sleep(0.001)
+writers = []
+for name in ["fifo0", "fifo1"]:
+    os.mkfifo(name)
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(name, os.O_WRONLY)
+        os.write(fd, b"x")
+        os._exit(0)
+    writers.append((name, pid))
+for _, pid in writers:
+    while True:
+        with open(f"/proc/{pid}/syscall") as f:
+            if f.read().split()[0] == str(OPENAT):
+                break
+        time.sleep(0.001)
 os.mkdir("d")
 os.close(os.open("d/f", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644))
 print("created", flush=True)
-r = os.open("fifo", os.O_RDONLY)
-print("read", os.read(r, 1).decode(), flush=True)
-_, status = os.waitpid(pid, 0)
-print("writer", status, flush=True)
+for name, pid in writers:
+    r = os.open(name, os.O_RDONLY)
+    print("read", os.read(r, 1).decode(), flush=True)
+    _, status = os.waitpid(pid, 0)
+    print("writer", status, flush=True)
 "#;
 
 #[test]
@@ -183,8 +191,10 @@ fn a_call_blocked_in_the_supervisor_does_not_hold_up_the_others() {
         let mut child = spawn(who, &s.ws, BLOCKED, &[openat]);
         let rx = lines(&mut child);
         assert_eq!(next_line(&rx, &mut child, &what), "created", "{what}");
-        assert_eq!(next_line(&rx, &mut child, &what), "read x", "{what}");
-        assert_eq!(next_line(&rx, &mut child, &what), "writer 0", "{what}");
+        for _ in 0..2 {
+            assert_eq!(next_line(&rx, &mut child, &what), "read x", "{what}");
+            assert_eq!(next_line(&rx, &mut child, &what), "writer 0", "{what}");
+        }
         finish(&mut child, &what);
         assert!(s.ws.join("d/f").is_file(), "{what}");
     }
