@@ -429,7 +429,15 @@ fn kill_leftovers() {
     // our uid and without capabilities); never waited for.
     let mut untouchable: Vec<i32> = Vec::new();
     loop {
-        reap_zombies();
+        // No child at all: then no descendant either (an orphan comes to
+        // us, never past us, so a live descendant has a live chain of
+        // parents up to one of our children). Asked before any walk: the
+        // walk's reads of /proc/self/task/* make a /proc entry per
+        // supervisor thread, which the kernel drops when our parent reaps
+        // us, racing our exiting threads' own drops (a reap tail of 1-8 ms).
+        if reap_zombies() {
+            return;
+        }
         let tree = descendants();
         let mut killed_children = Vec::new();
         let mut live = false;
@@ -462,8 +470,7 @@ fn kill_leftovers() {
             }
         }
         if !live {
-            reap_zombies();
-            if no_children_but(&untouchable) {
+            if reap_zombies() || no_children_but(&untouchable) {
                 return;
             }
             // A child arrived between the walk and the check: look again.
@@ -472,12 +479,13 @@ fn kill_leftovers() {
     }
 }
 
-/// Reaps every child that has already exited, without waiting.
-fn reap_zombies() {
+/// Reaps every child that has already exited, without waiting; whether
+/// no child at all is left.
+fn reap_zombies() -> bool {
     loop {
         let (pid, _) = sys::waitpid(-1, libc::WNOHANG | libc::__WALL);
         if pid <= 0 {
-            return;
+            return pid < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
         }
     }
 }
