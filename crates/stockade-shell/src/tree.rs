@@ -185,7 +185,14 @@ mod linux {
         let me = getpid().as_raw_pid();
         let mut untouchable: Vec<i32> = Vec::new();
         loop {
-            reap_exited();
+            // No child at all: then no descendant either (an orphan comes to
+            // us, never past us, so a live descendant has a live chain of
+            // parents up to one of our children), and nothing is read from
+            // /proc: each read of /proc/<pid>/task/* leaves an entry the
+            // kernel must drop again when that process is reaped.
+            if reap_exited() {
+                return;
+            }
             let mut live = false;
             let mut killed = Vec::new();
             for (pid, parent) in walk(me) {
@@ -209,6 +216,8 @@ mod linux {
                 }
             }
             if !live {
+                // Whatever is left we may not signal; it is never waited
+                // for.
                 reap_exited();
                 return;
             }
@@ -227,8 +236,20 @@ mod linux {
         }
     }
 
-    /// Reap every child that already exited, without waiting.
-    fn reap_exited() {
-        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+    /// `__WALL`, which rustix does not name: children made by `clone` with
+    /// another exit signal count too.
+    const WALL: u32 = 0x4000_0000;
+
+    /// Reap every child that already exited, without waiting; whether no
+    /// child at all is left.
+    fn reap_exited() -> bool {
+        let options = WaitOptions::NOHANG | WaitOptions::from_bits_retain(WALL);
+        loop {
+            match rustix::process::wait(options) {
+                Ok(Some(_)) => {}
+                Ok(None) => return false,
+                Err(e) => return e == Errno::CHILD,
+            }
+        }
     }
 }
