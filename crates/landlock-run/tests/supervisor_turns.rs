@@ -2,8 +2,8 @@
 //!
 //! - One worker receives at a time (`supervise/turns.rs`): a governed call
 //!   that blocks in the supervisor (a FIFO opened for writing, waiting for
-//!   its reader) must not hold up the command's other governed calls. Two
-//!   such opens hold both workers that receive; the readers are opened
+//!   its reader) must not hold up the command's other governed calls. Three
+//!   such opens hold all the workers that receive; the readers are opened
 //!   only after a mkdir and a create have been answered, so with nobody
 //!   left to receive the run would never end.
 //! - Files judged through a descriptor are kept (`supervise/fence/cache.rs`)
@@ -142,16 +142,16 @@ fn finish(child: &mut Child, what: &str) {
 }
 
 /// Each writer's open of its FIFO is governed and blocks in the
-/// supervisor until a reader comes. Two writers, so that both workers that
-/// receive at a time (`turns::RECEIVERS`) are held; the script waits until
-/// both writers are inside that open (`/proc/PID/syscall` names `openat`),
+/// supervisor until a reader comes. Three writers, so that all the workers
+/// that receive at a time (`turns::RECEIVERS`) are held; the script waits
+/// until every writer is inside that open (`/proc/PID/syscall` names `openat`),
 /// then makes a directory and a file (both governed), and only then opens
 /// the readers.
 const BLOCKED: &str = r#"
 import os, sys, time
 OPENAT = int(sys.argv[1])
 writers = []
-for name in ["fifo0", "fifo1"]:
+for name in ["fifo0", "fifo1", "fifo2"]:
     os.mkfifo(name)
     pid = os.fork()
     if pid == 0:
@@ -191,7 +191,7 @@ fn a_call_blocked_in_the_supervisor_does_not_hold_up_the_others() {
         let mut child = spawn(who, &s.ws, BLOCKED, &[openat]);
         let rx = lines(&mut child);
         assert_eq!(next_line(&rx, &mut child, &what), "created", "{what}");
-        for _ in 0..2 {
+        for _ in 0..3 {
             assert_eq!(next_line(&rx, &mut child, &what), "read x", "{what}");
             assert_eq!(next_line(&rx, &mut child, &what), "writer 0", "{what}");
         }
