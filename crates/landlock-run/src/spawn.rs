@@ -154,11 +154,14 @@ mod tests {
 
     #[test]
     fn the_child_leads_its_group_with_no_signal_blocked_or_sigpipe_ignored() {
+        // The masks are read by the spawned process itself (`exec`): a
+        // child reading its shell's status could catch the shell inside a
+        // vfork, with every signal blocked until the child has exec'd.
         let out = run(
             "/bin/sh",
             &[
                 "-c",
-                "echo $$; cut -d' ' -f5 /proc/$$/stat; grep -E '^Sig(Blk|Ign)' /proc/$$/status",
+                "echo $$; cut -d' ' -f5 /proc/$$/stat; exec grep -E '^Sig(Blk|Ign)' /proc/self/status",
             ],
             &[],
             vec![],
