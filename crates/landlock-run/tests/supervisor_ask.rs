@@ -29,13 +29,13 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use stockade_testkit::users::{Who, users};
+use stockade_testkit::users::{Who, WsAndOutside, users};
 
 const BIN: &str = env!("CARGO_BIN_EXE_landlock-run");
 const PY: &str = "/usr/bin/python3";
@@ -119,26 +119,14 @@ for arg in sys.argv[1:]:
         print(f"{path} {errno.errorcode[e.errno]}")
 "#;
 
-struct Scratch {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    out: PathBuf,
-}
-
-fn scratch(who: Who, fill: impl FnOnce(&Path, &Path)) -> Scratch {
-    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    stockade_testkit::open_to_all(&base);
-    let dir = tempfile::Builder::new()
-        .prefix("llr-ask-")
-        .tempdir_in(&base)
-        .unwrap();
-    let ws = dir.path().join("ws");
-    let out = dir.path().join("outside");
-    fs::create_dir(&ws).unwrap();
-    fs::create_dir(&out).unwrap();
-    fill(&ws, &out);
-    who.own(dir.path());
-    Scratch { _dir: dir, ws, out }
+/// `BASE/llr-ask-*/{ws,outside}`, filled, handed to `who`.
+fn scratch(who: Who, fill: impl FnOnce(&Path, &Path)) -> WsAndOutside {
+    WsAndOutside::new(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "llr-ask-",
+        who,
+        fill,
+    )
 }
 
 /// What the answerer says to a question: `None` never answers it.

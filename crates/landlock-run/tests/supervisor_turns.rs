@@ -33,7 +33,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use stockade_testkit::users::{Who, users};
+use stockade_testkit::users::{Who, WsAndOutside, users};
 
 const BIN: &str = env!("CARGO_BIN_EXE_landlock-run");
 const PY: &str = "/usr/bin/python3";
@@ -44,31 +44,18 @@ fn python() -> bool {
     stockade_testkit::require(PY, Path::new(PY).is_file())
 }
 
-/// `BASE/llr-turns-*/{ws,outside}`, handed to `who`.
-struct Scratch {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    out: PathBuf,
-}
-
-impl Scratch {
-    fn new(who: Who) -> Scratch {
-        let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
-        stockade_testkit::open_to_all(&base);
-        let dir = tempfile::Builder::new()
-            .prefix("llr-turns-")
-            .tempdir_in(&base)
-            .unwrap();
-        let ws = dir.path().join("ws");
-        let out = dir.path().join("outside");
-        fs::create_dir(&ws).unwrap();
-        fs::create_dir(&out).unwrap();
-        fs::create_dir(ws.join("a")).unwrap();
-        fs::create_dir(ws.join("b")).unwrap();
-        fs::create_dir(ws.join("p")).unwrap();
-        who.own(dir.path());
-        Scratch { _dir: dir, ws, out }
-    }
+/// `BASE/llr-turns-*/{ws,outside}`, `ws/{a,b,p}` made, handed to `who`.
+fn scratch(who: Who) -> WsAndOutside {
+    WsAndOutside::new(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "llr-turns-",
+        who,
+        |ws, _| {
+            for d in ["a", "b", "p"] {
+                fs::create_dir(ws.join(d)).unwrap();
+            }
+        },
+    )
 }
 
 /// `landlock-run --ro / --rw /dev/null --rw WS [--protect WS/p] -- python3 -c SCRIPT ARGS`
@@ -186,7 +173,7 @@ fn a_call_blocked_in_the_supervisor_does_not_hold_up_the_others() {
         "257"
     };
     for who in users() {
-        let s = Scratch::new(who);
+        let s = scratch(who);
         let what = format!("blocked FIFO open as {who:?}");
         let mut child = spawn(who, &s.ws, BLOCKED, &[openat]);
         let rx = lines(&mut child);
@@ -217,7 +204,12 @@ except OSError as e:
 "#;
 
 /// A name, where the file goes, the second fchmod's line, the mode after.
-type Leg = (&'static str, fn(&Scratch) -> PathBuf, &'static str, u32);
+type Leg = (
+    &'static str,
+    fn(&WsAndOutside) -> PathBuf,
+    &'static str,
+    u32,
+);
 
 #[test]
 fn a_file_moved_after_a_descriptor_call_is_judged_where_it_is() {
@@ -232,7 +224,7 @@ fn a_file_moved_after_a_descriptor_call_is_judged_where_it_is() {
             ("within", |s| s.ws.join("b/f"), "fchmod 0", 0o640),
         ];
         for (leg, to, expect, mode) in legs {
-            let s = Scratch::new(who);
+            let s = scratch(who);
             let what = format!("file moved {leg} as {who:?}");
             let mut child = spawn(who, &s.ws, MOVED, &[]);
             let rx = lines(&mut child);
@@ -277,7 +269,7 @@ fn a_create_of_an_existing_name_is_eexist_as_the_kernel_says() {
     for who in users() {
         let mut outputs = Vec::new();
         for supervised in [true, false] {
-            let s = Scratch::new(who);
+            let s = scratch(who);
             let what = format!("existing names as {who:?}, supervised {supervised}");
             let mut c = who.command(BIN);
             c.args(["--ro", "/", "--rw", "/dev/null", "--rw"])

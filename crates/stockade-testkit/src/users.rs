@@ -61,3 +61,36 @@ impl Who {
         }
     }
 }
+
+/// A scratch `ws` (the grant) and its sibling `outside` (never granted)
+/// under `scratch_base(target_tmp)/PREFIX*`: filled by `fill(ws, outside)`
+/// as the test's own user, then handed to `who` whole. Removed on drop.
+pub struct WsAndOutside {
+    pub ws: std::path::PathBuf,
+    pub out: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl WsAndOutside {
+    pub fn new(
+        target_tmp: &Path,
+        prefix: &str,
+        who: Who,
+        fill: impl FnOnce(&Path, &Path),
+    ) -> WsAndOutside {
+        let base = crate::scratch_base(target_tmp);
+        // The unprivileged legs must reach it.
+        crate::open_to_all(&base);
+        let dir = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(&base)
+            .expect("scratch dir");
+        let ws = dir.path().join("ws");
+        let out = dir.path().join("outside");
+        std::fs::create_dir(&ws).expect("ws");
+        std::fs::create_dir(&out).expect("outside");
+        fill(&ws, &out);
+        who.own(dir.path());
+        WsAndOutside { ws, out, _dir: dir }
+    }
+}
