@@ -453,8 +453,9 @@ fn exec_text(c: &mut Command, backend: &str, script: &str) -> (u32, Output) {
 /// `$HOME` as the workspace with no `$XDG_RUNTIME_DIR`: the proxy's socket
 /// directory would have been `~/.cache/stockade`, beneath the workspace,
 /// and every allow-listed run exited 125. The socket now goes outside every
-/// writable root (here `/var/tmp`), the run works on both backends, and
-/// the directory is gone when it ends.
+/// writable root (here the user's `/var/tmp/stockade-<uid>`, where auto's
+/// verdict goes too, or `/var/tmp` itself), the run works on both backends,
+/// and the directory is gone when it ends.
 #[test]
 fn exec_in_home_works_and_leaves_no_proxy_directory() {
     if !stockade_testkit::require("curl", runs("curl", &["--version"])) {
@@ -467,7 +468,7 @@ fn exec_in_home_works_and_leaves_no_proxy_directory() {
             let home = &s.ws;
             let mut c = stockade(&s, &resolve(&srv));
             c.env("HOME", home).env_remove("XDG_RUNTIME_DIR");
-            let script = "curl -sS -m 20 http://allowed.test/; echo; curl -sS -m 20 https://denied.test/; ls /var/tmp";
+            let script = "curl -sS -m 20 http://allowed.test/; echo; curl -sS -m 20 https://denied.test/; ls /var/tmp \"/var/tmp/stockade-$(id -u)\"";
             let (pid, out) = exec_text(&mut c, backend, script);
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -488,7 +489,9 @@ fn exec_in_home_works_and_leaves_no_proxy_directory() {
                 );
             }
             // ...and nowhere once it ended.
-            for place in [Path::new("/var/tmp"), &home.join(".cache/stockade")] {
+            let uid = std::os::unix::fs::MetadataExt::uid(&fs::metadata(home).unwrap());
+            let own = PathBuf::from(format!("/var/tmp/stockade-{uid}"));
+            for place in [Path::new("/var/tmp"), &own, &home.join(".cache/stockade")] {
                 let left = socket_dirs_of(place, pid);
                 assert!(left.is_empty(), "{who:?} {backend}: left {left:?}");
             }
