@@ -1094,34 +1094,38 @@ fn a_verdict_place_beneath_the_workspace_yields_to_the_next() {
     assert!(!ws.join("a").exists() && !ws.join("b").exists());
 }
 
-/// Every place the verdict may be kept is control state: a later run whose
-/// earlier places lie in its workspace reads the next, so an extra root
-/// holding any of them is refused, naming both.
+/// Every place the verdict may be kept is control state, the first and any
+/// later one (a later run whose earlier places lie in its workspace reads
+/// the next): an extra root holding one is refused, naming both.
 #[test]
 fn an_extra_root_holding_any_verdict_place_is_refused() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
-    for dir in ["ws", "first", "later/stockade"] {
-        std::fs::create_dir_all(base.join(dir)).unwrap();
+    for (holding, place) in [("state", "state/cache"), ("later", "later/stockade")] {
+        let d = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(d.path()).unwrap();
+        for dir in ["ws", "state/cache", "later/stockade"] {
+            std::fs::create_dir_all(base.join(dir)).unwrap();
+        }
+        let settings = LocalSettings {
+            verdict_cache_dirs: vec![base.join("state/cache"), base.join("later/stockade")],
+            ..Default::default()
+        };
+        let (p, _) = provider(
+            FakeHost::linux(true, true, Some(7)),
+            settings,
+            Platform::Linux,
+        );
+        let policy = ww(base.join("ws").to_str().unwrap()).with_files(stockade_core::FilePolicy {
+            writable_roots: vec![base.join(holding)],
+            ..Default::default()
+        });
+        let e = p.confine(&argv(), &policy).unwrap_err().to_string();
+        assert!(
+            e.contains("verdict cache")
+                && e.contains(&base.join(holding).display().to_string())
+                && e.contains(&base.join(place).display().to_string()),
+            "{place}: {e}"
+        );
     }
-    let settings = LocalSettings {
-        verdict_cache_dirs: vec![base.join("first"), base.join("later/stockade")],
-        ..Default::default()
-    };
-    let (p, _) = provider(
-        FakeHost::linux(true, true, Some(7)),
-        settings,
-        Platform::Linux,
-    );
-    let policy = ww(base.join("ws").to_str().unwrap()).with_files(stockade_core::FilePolicy {
-        writable_roots: vec![base.join("later")],
-        ..Default::default()
-    });
-    let e = p.confine(&argv(), &policy).unwrap_err().to_string();
-    assert!(
-        e.contains("verdict cache") && e.contains(&base.join("later").display().to_string()),
-        "{e}"
-    );
 }
 
 /// The deployment's file lists reach the runner: extra roots by held
@@ -1217,33 +1221,6 @@ fn the_file_policy_reaches_both_backends_with_landlocks_gaps_named() {
         assert!(!c.writable_roots.contains(&extra));
         assert_eq!(c.deny_read.len(), 2);
     }
-}
-
-/// An extra root that holds what decides later runs is refused, naming both.
-#[test]
-fn an_extra_root_holding_the_verdict_cache_is_refused() {
-    let d = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(d.path()).unwrap();
-    std::fs::create_dir_all(base.join("ws")).unwrap();
-    std::fs::create_dir_all(base.join("state/cache")).unwrap();
-    let settings = LocalSettings {
-        verdict_cache_dirs: vec![base.join("state/cache")],
-        ..Default::default()
-    };
-    let (p, _) = provider(
-        FakeHost::linux(true, true, Some(7)),
-        settings,
-        Platform::Linux,
-    );
-    let policy = ww(base.join("ws").to_str().unwrap()).with_files(stockade_core::FilePolicy {
-        writable_roots: vec![base.join("state")],
-        ..Default::default()
-    });
-    let e = p.confine(&argv(), &policy).unwrap_err().to_string();
-    assert!(
-        e.contains("verdict cache") && e.contains(&base.join("state").display().to_string()),
-        "{e}"
-    );
 }
 
 /// The network mode reaches the runner with the proxy's environment, and
