@@ -819,6 +819,16 @@ __attribute__((constructor)) static void planted(void) {
                 .unwrap();
             assert!(st.success());
             chown_tree(ws.path(), who);
+            // The witness that the library loads at all: a dynamic program
+            // started with it outside stockade (stockade and landlock-run
+            // are static, so nothing of ours could show it).
+            let witness = Command::new("/bin/sh")
+                .args(["-c", "true"])
+                .env("LD_PRELOAD", &lib)
+                .env("PLANTED_OUT", outside.path())
+                .status()
+                .unwrap();
+            assert!(witness.success());
             let mut c = stockade_as(who, state.path());
             c.env("LD_PRELOAD", &lib)
                 .env("PLANTED_OUT", outside.path())
@@ -832,16 +842,16 @@ __attribute__((constructor)) static void planted(void) {
                 text(&out.stderr)
             );
             assert_eq!(text(&out.stdout).trim(), lib.display().to_string());
-            // stockade (and setpriv) were started with it too, a test
-            // artefact: in real use the library appears after they started.
-            // No runner may have loaded it.
+            // setpriv was started with it too, a test artefact: in real use
+            // the library appears after stockade started. No runner may have
+            // loaded it.
             let markers: Vec<String> = entries(outside.path())
                 .iter()
                 // The planted library names them `pwned-<comm>-<pid>`: ASCII.
                 .map(|e| e.to_str().unwrap().to_owned())
                 .collect();
             assert!(
-                markers.iter().any(|m| m.contains("stockade")),
+                markers.iter().any(|m| m.starts_with("pwned-sh-")),
                 "{who:?} {backend}: the planted library never loaded at all: {markers:?}"
             );
             assert!(

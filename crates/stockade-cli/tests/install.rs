@@ -48,11 +48,29 @@ fn cargo_install_ships_a_working_launcher() {
     let bin = root.path().join("bin");
     let installed = bin.join("landlock-run");
     assert!(bin.join("stockade").is_file());
+    // The launcher the install built: under the host's tuple, as this
+    // suite's own (whose target tmp dir sits in `<target>/<tuple>/tmp`),
+    // since .cargo/config.toml names the target.
+    let tuple = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .and_then(Path::file_name)
+        .unwrap();
+    let built = target.join(tuple).join("debug/landlock-run");
     assert_eq!(
         fs::read(&installed).unwrap(),
-        fs::read(target.join("debug/landlock-run")).unwrap(),
+        fs::read(&built).unwrap(),
         "the installed launcher differs from the one built"
     );
+    // The README's install command builds both static: no loader, so no
+    // start-up relocation, and no `LD_*` variable can reach into them.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    for name in ["stockade", "landlock-run"] {
+        let elf = fs::read(bin.join(name)).unwrap();
+        assert!(
+            !has_interpreter(&elf),
+            "the installed {name} is dynamically linked"
+        );
+    }
 
     // PATH without the build tree: the launcher must be found beside the
     // installed executable.
@@ -102,4 +120,20 @@ fn cargo_install_ships_a_working_launcher() {
     );
     assert_eq!(fs::read(ws.path().join("inside")).unwrap(), b"in\n");
     assert!(!outside.exists(), "the installed copy let a write escape");
+}
+
+/// Whether a 64-bit little-endian ELF file names a program interpreter
+/// (`PT_INTERP`): a dynamically linked executable does, a static one not.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn has_interpreter(elf: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    assert_eq!(&elf[..4], b"\x7fELF", "not an ELF file");
+    assert_eq!(elf[4], 2, "not a 64-bit ELF file");
+    let u16_at = |o: usize| usize::from(u16::from_le_bytes([elf[o], elf[o + 1]]));
+    let phoff = usize::try_from(u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap())).unwrap();
+    let (phentsize, phnum) = (u16_at(0x36), u16_at(0x38));
+    (0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == PT_INTERP
+    })
 }

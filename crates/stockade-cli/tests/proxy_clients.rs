@@ -64,7 +64,17 @@ struct Scratch {
 }
 
 fn scratch(who: Who) -> Scratch {
-    let base = stockade_testkit::scratch_base(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    // The proxy's socket goes to `state/stockade/proxy-<pid>-<start>-<rand>/proxy.sock`
+    // (the runtime dir's place), which a socket address must hold: a
+    // deep target dir (under its host tuple) would push every run to the
+    // next place, so the scratch goes to /var/tmp then.
+    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let short = target_tmp.as_os_str().len() <= 24;
+    let base = stockade_testkit::scratch_base(if short {
+        target_tmp
+    } else {
+        Path::new("/var/tmp")
+    });
     // Searchable by nobody, keeping the other bits: the base may be
     // /var/tmp, whose sticky 1777 the proxy's socket fallback relies on.
     if let Ok(m) = fs::metadata(&base) {
