@@ -351,11 +351,36 @@ pub(crate) fn die_of(sig: i32) {
     }
 }
 
+/// Every descriptor above stderr that is not placed is closed in the
+/// child: the caller may hold one without close-on-exec (an agent started
+/// with a stray descriptor by its own parent), and the runner must not get
+/// it (bwrap hands what it holds to the command). glibc runs the actions
+/// in order, so this follows the dup2s; closing a number that is not open
+/// is no error there.
+#[cfg(target_env = "gnu")]
+fn close_the_rest(
+    actions: &mut libc::posix_spawn_file_actions_t,
+    dup2: &[(BorrowedFd<'_>, RawFd)],
+) -> io::Result<()> {
+    let check = |r: libc::c_int| match r {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    };
+    let top = dup2.iter().map(|(_, to)| *to).max().unwrap_or(2).max(2);
+    for n in (3..top).filter(|n| !dup2.iter().any(|(_, to)| to == n)) {
+        // SAFETY: `actions` is initialised; `n` is a number, nothing borrowed.
+        check(unsafe { libc::posix_spawn_file_actions_addclose(actions, n) })?;
+    }
+    // SAFETY: as above; the child closes every number from `top + 1` up.
+    check(unsafe { libc::posix_spawn_file_actions_addclosefrom_np(actions, top + 1) })
+}
+
 /// posix_spawn(3) for `crate::spawn`: glibc starts the child with
 /// `clone(CLONE_VM | CLONE_VFORK)`, so the caller's address space is never
 /// copied, and reports a failed exec as the return value. The file actions
 /// run in order in the child: each `dup2` (which clears close-on-exec on
-/// its target), then the `chdir`. The caller upholds that no `dup2`
+/// its target), the closes of every other number above stderr, then the
+/// `chdir`. The caller upholds that no `dup2`
 /// source is also an earlier action's target (`crate::spawn` lifts every
 /// source above every target first).
 #[cfg(target_env = "gnu")]
@@ -416,6 +441,7 @@ pub(crate) fn posix_spawn(
             libc::posix_spawn_file_actions_adddup2(&mut actions.0, from.as_raw_fd(), *to)
         })?;
     }
+    close_the_rest(&mut actions.0, dup2)?;
     // SAFETY: `actions` is initialised; glibc copies the path.
     check(unsafe { libc::posix_spawn_file_actions_addchdir_np(&mut actions.0, cwd.as_ptr()) })?;
 
