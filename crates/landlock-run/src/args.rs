@@ -42,9 +42,10 @@ pub(crate) struct Opts {
     pub(crate) deny_read: Vec<PathBuf>,
     /// `--net-deny` / `--net-port P` (run mode).
     pub(crate) net: Net,
-    /// `--net-bridge P:PATH` (close-fds mode): a relay from the
-    /// sandbox's own loopback port P to the Unix socket PATH.
-    pub(crate) bridge: Option<(u16, PathBuf)>,
+    /// `--net-bridge P:N` (close-fds mode): a relay from the sandbox's
+    /// own loopback port P to the proxy whose relay end (a datagram
+    /// socket) is descriptor N.
+    pub(crate) bridge: Option<(u16, RawFd)>,
     /// `--allow-listen P` (run mode): under `--net-deny` / `--net-port`,
     /// the ports a listener may use, on loopback only (supervised).
     pub(crate) listen: Vec<u16>,
@@ -135,7 +136,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Cmd, String> {
             }
         }
         Some(b"--close-fds") => {
-            let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:PATH, --net-private, --ctty and -- ARGV";
+            let only = "--close-fds takes only --status-fd N, --allow-socket PATH, --setenv NAME=VALUE, --net-bridge P:N, --net-private, --ctty and -- ARGV";
             let allowed: [&[u8]; 4] = [
                 b"--status-fd",
                 b"--allow-socket",
@@ -252,20 +253,23 @@ pub(crate) fn options(
             }
             b"--net-bridge" => {
                 let bytes = value.as_bytes();
-                let colon = bytes.iter().position(|b| *b == b':');
-                let (port, path) = match colon {
-                    Some(c) => (
-                        &bytes[..c],
-                        PathBuf::from(OsStr::from_bytes(&bytes[c + 1..])),
-                    ),
-                    None => return Err(format!("--net-bridge needs P:PATH, not {value:?}")),
+                let Some(colon) = bytes.iter().position(|b| *b == b':') else {
+                    return Err(format!("--net-bridge needs P:N, not {value:?}"));
                 };
-                if !path.is_absolute() || opts.bridge.is_some() {
+                if opts.bridge.is_some() {
                     return Err(format!(
-                        "--net-bridge needs P:PATH with an absolute PATH, once, not {value:?}"
+                        "--net-bridge is given once, not again as {value:?}"
                     ));
                 }
-                opts.bridge = Some((port_number(OsStr::from_bytes(port))?, path));
+                let port = port_number(OsStr::from_bytes(&bytes[..colon]))?;
+                let n = OsStr::from_bytes(&bytes[colon + 1..]).to_os_string();
+                let fd = fd_number(&"--net-bridge", &n)?;
+                // Each descriptor gets exactly one owner (see take_inherited_fd).
+                if fds.contains(&fd) {
+                    return Err(format!("descriptor {fd} is given twice"));
+                }
+                fds.push(fd);
+                opts.bridge = Some((port, fd));
             }
             b"--deny-read" => {
                 let p = PathBuf::from(value);

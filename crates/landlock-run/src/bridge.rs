@@ -1,8 +1,12 @@
 //! The relay that gives a command in a private network namespace (bwrap
 //! `--unshare-net`, whose only interface is its own loopback) its one
-//! way out: the proxy, reached through a Unix socket outside. It listens
-//! on the sandbox's 127.0.0.1:PORT, where the command's `HTTP(S)_PROXY`
-//! points, and copies each connection to PATH, nothing else.
+//! way out: the proxy outside. It listens on the sandbox's 127.0.0.1:PORT,
+//! where the command's `HTTP(S)_PROXY` points, and hands each connection
+//! to the proxy over the relay end it was given (a datagram socket the
+//! proxy reads): a fresh stream socket pair per connection, one end sent
+//! as `SCM_RIGHTS` on a one-byte datagram, the other copied to and from
+//! the client. No path names the proxy, so nothing on disk can be swapped
+//! for another listener.
 //!
 //! It is forked before any restriction is applied, so the command's
 //! Landlock domain (and its socket rules) never binds it, and the
@@ -10,15 +14,19 @@
 //! dies with the command (PDEATHSIG), and bwrap's pid namespace ends it
 //! in any case.
 
-use std::io;
+use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
 use crate::status::{OrFail, fail};
 use crate::sys;
 
-pub(crate) fn start(port: u16, path: &Path) {
+pub(crate) fn start(port: u16, relay: OwnedFd) {
     // Listening before the fork: the command can connect at once.
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).or_fail(format_args!(
         "cannot listen on 127.0.0.1:{port} for the proxy bridge"
@@ -30,29 +38,35 @@ pub(crate) fn start(port: u16, path: &Path) {
             "cannot fork the proxy bridge: {}",
             io::Error::last_os_error()
         )),
-        0 => serve(listener, path.to_path_buf(), parent),
-        _ => drop(listener),
+        0 => serve(listener, relay, parent),
+        _ => {
+            drop(listener);
+            drop(relay);
+        }
     }
 }
 
-fn serve(listener: TcpListener, path: PathBuf, parent: rustix::process::Pid) -> ! {
+fn serve(listener: TcpListener, relay: OwnedFd, parent: rustix::process::Pid) -> ! {
     let dies =
         rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     if dies.is_err() || rustix::process::getppid() != Some(parent) {
         std::process::exit(0);
     }
-    // Only the listener: not the status channel, not a grant.
-    sys::close_all_from_3_but(&listener);
+    // Only the listener and the relay end: not the status channel, not a
+    // grant.
+    sys::close_all_from_3_but(&[listener.as_fd(), relay.as_fd()]);
+    let relay = Arc::new(relay);
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        let path = path.clone();
-        std::thread::spawn(move || relay(conn, &path));
+        let relay = Arc::clone(&relay);
+        std::thread::spawn(move || forward(conn, &relay));
     }
     std::process::exit(0)
 }
 
-fn relay(client: TcpStream, path: &Path) {
-    let Ok(upstream) = UnixStream::connect(path) else {
+/// One connection: handed to the proxy, then copied both ways.
+fn forward(client: TcpStream, relay: &OwnedFd) {
+    let Ok(upstream) = hand_over(relay) else {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
@@ -67,4 +81,23 @@ fn relay(client: TcpStream, path: &Path) {
     let _ = io::copy(&mut u_read, &mut c_write);
     let _ = c_write.shutdown(Shutdown::Write);
     let _ = up.join();
+}
+
+/// A fresh stream pair, one end sent to the proxy: the other is this
+/// connection's way to it (`stockade_proxy::hand_over`, the same protocol).
+fn hand_over(relay: &OwnedFd) -> io::Result<UnixStream> {
+    let (ours, theirs) = UnixStream::pair()?;
+    let fds = [theirs.as_fd()];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::other("no room for a descriptor in the message"));
+    }
+    rustix::net::sendmsg(
+        relay,
+        &[IoSlice::new(&[0])],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    Ok(ours)
 }

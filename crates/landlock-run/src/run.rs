@@ -280,8 +280,9 @@ pub(crate) fn run_plain(
 /// policy), but the same socket and signal isolation. Below ABI 6 there is
 /// nothing Landlock could add, so no ruleset at all.
 pub(crate) fn close_fds(opts: &Opts, argv: &[OsString]) -> ! {
-    if let Some((port, path)) = &opts.bridge {
-        bridge::start(*port, path);
+    if let Some((port, n)) = opts.bridge {
+        let relay = take_inherited_fd("--net-bridge", n).unwrap_or_else(|why| usage(why));
+        bridge::start(port, relay);
     }
     let sockets = open_sockets(&opts.sockets);
     let mut plan = plan(kernel_abi(), !sockets.is_empty()).unwrap_or_else(|why| fail(why));

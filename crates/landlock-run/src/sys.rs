@@ -56,26 +56,32 @@ pub(crate) fn fork() -> libc::pid_t {
 /// Closes every descriptor from 3 up but `keep`: the proxy bridge's child,
 /// which then holds its listener only (not the status channel, not a
 /// grant). Nothing this process still uses may be among the others.
-pub(crate) fn close_all_from_3_but(keep: &impl AsRawFd) {
-    let keep = keep.as_raw_fd();
-    // SAFETY: close_range closes descriptors only; the one this process
-    // still needs (`keep`) is outside both ranges, and no other thread
-    // exists that could be using the others (the bridge's child, forked
-    // from a single-threaded process, before it starts any).
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            (keep - 1) as libc::c_uint,
-            0 as libc::c_uint,
-        );
-        libc::syscall(
-            libc::SYS_close_range,
-            (keep + 1) as libc::c_uint,
-            libc::c_uint::MAX,
-            0 as libc::c_uint,
-        );
+pub(crate) fn close_all_from_3_but(keep: &[BorrowedFd<'_>]) {
+    let mut keep: Vec<RawFd> = keep.iter().map(AsRawFd::as_raw_fd).collect();
+    keep.sort_unstable();
+    let close = |first: RawFd, last: libc::c_uint| {
+        // SAFETY: close_range closes descriptors only; the ones this
+        // process still needs (`keep`) are outside every range closed, and
+        // no other thread exists that could be using the others (the
+        // bridge's child, forked from a single-threaded process, before it
+        // starts any).
+        unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                first as libc::c_uint,
+                last,
+                0 as libc::c_uint,
+            );
+        }
+    };
+    let mut from: RawFd = 3;
+    for k in keep.into_iter().filter(|k| *k >= 3) {
+        if k > from {
+            close(from, (k - 1) as libc::c_uint);
+        }
+        from = from.max(k + 1);
     }
+    close(from, libc::c_uint::MAX);
 }
 
 /// Flags every descriptor from 3 up close-on-exec (close_range with

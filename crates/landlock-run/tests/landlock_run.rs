@@ -1597,8 +1597,13 @@ fn network_options_are_checked() {
     }
     for bad in [
         &["--net-bridge", "80"][..],
-        &["--net-bridge", "80:rel/sock"],
-        &["--net-bridge", "0:/s"],
+        &["--net-bridge", "80:/path/sock"],
+        &["--net-bridge", "80:2"],
+        &["--net-bridge", "0:5"],
+        // Not open in the launcher.
+        &["--net-bridge", "80:57"],
+        &["--net-bridge", "80:5", "--net-bridge", "81:6"],
+        &["--status-fd", "5", "--net-bridge", "80:5"],
     ] {
         let mut cmd = Command::new(BIN);
         cmd.arg("--close-fds").args(bad).args(["--", "true"]);
@@ -1606,7 +1611,7 @@ fn network_options_are_checked() {
     }
     // --net-bridge is close-fds only; --net-deny is run mode only.
     let mut cmd = Command::new(BIN);
-    cmd.args(["--ro", "/", "--net-bridge", "80:/s", "--", "true"]);
+    cmd.args(["--ro", "/", "--net-bridge", "80:5", "--", "true"]);
     assert_launcher_failure(&output(&mut cmd));
     let mut cmd = Command::new(BIN);
     cmd.args(["--close-fds", "--net-deny", "--", "true"]);

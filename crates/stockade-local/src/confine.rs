@@ -96,6 +96,22 @@ impl Fds {
     }
 }
 
+/// Hands `fd` to the child at the number after every descriptor already
+/// passed; that number.
+pub(crate) fn pass_next(pass: &mut Vec<PassFd>, fd: std::os::fd::OwnedFd) -> i32 {
+    let n = pass
+        .iter()
+        .map(|p| p.child_fd + 1)
+        .max()
+        .unwrap_or(FIRST_PASSED_FD)
+        .max(FIRST_PASSED_FD);
+    pass.push(PassFd {
+        child_fd: n,
+        file: Arc::new(std::fs::File::from(fd)),
+    });
+    n
+}
+
 /// Build the profile for `policy` on `backend` (`None`: an operator
 /// `runner_command`, which gets bwrap's arguments without the closer).
 pub(crate) fn prepare(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use stockade_core::{Confined, NetworkLogHandle, SandboxPolicy, SandboxUnavailable};
 
 use crate::confine::{self, Prepared};
-use crate::{Backend, LocalProvider, LocalSettings, Selected, network, profile};
+use crate::{Backend, LocalProvider, Selected, network, profile};
 
 /// A Linux rung's view of its provider for one call: the selection it
 /// runs and the writable roots no runner may lie beneath.
@@ -52,23 +52,19 @@ impl Chain<'_> {
         )?;
         let (runner_env_remove, command_env) = profile::loader_env(std::env::vars_os());
         prepared.profile.command_env = command_env;
-        let defaults;
-        let proxy_dirs = if p.settings.verdict_cache_dirs.is_empty() {
-            defaults = LocalSettings::default_verdict_cache_dirs();
-            &defaults
-        } else {
-            &p.settings.verdict_cache_dirs
-        };
         let net = network::for_run(
             &p.proxies,
             Some(backend),
             policy,
             p.host_facts().landlock_abi,
             p.host_facts().supervised,
-            proxy_dirs,
-            &p.pins,
         )?;
         prepared.profile.net = net.profile;
+        if let (Some(relay), profile::ProfileNet::Proxy { relay_fd, .. }) =
+            (net.relay, &mut prepared.profile.net)
+        {
+            *relay_fd = Some(confine::pass_next(&mut prepared.pass_fds, relay));
+        }
         prepared.profile.command_env.extend(net.env);
         prepared.gaps.extend(net.gaps);
         prepared.profile.allow_listen = policy.network.listen_ports().to_vec();

@@ -7,14 +7,12 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use stockade_core::{
     Gap, NetworkLog, NetworkLogHandle, NetworkMode, SandboxPolicy, SandboxUnavailable, gaps,
 };
 use stockade_proxy::{HostApproval, Proxy, ProxyConfig, RunToken};
-use stockade_roots::{RootPins, beneath};
 
 use crate::Backend;
 use crate::profile::ProfileNet;
@@ -42,25 +40,11 @@ pub(crate) struct Proxies {
     approvals: Mutex<HashMap<Option<String>, HostApproval>>,
 }
 
-/// A started proxy and the private directory of its Unix socket. The
-/// fields drop in order: the proxy stops and removes its socket, then the
-/// directory goes, once the provider and every run's log are done with it.
+/// A started proxy, stopped once the provider and every run's log are done
+/// with it.
 #[derive(Debug)]
 struct Running {
     proxy: Proxy,
-    _dir: Option<SocketDir>,
-}
-
-/// A directory this provider made for a proxy's socket, removed on drop.
-#[derive(Debug)]
-struct SocketDir(PathBuf);
-
-impl Drop for SocketDir {
-    fn drop(&mut self) {
-        // Ours, 0700 and outside every writable root: nothing confined can
-        // have put anything in it but the socket the proxy just removed.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// One run's network profile, environment, log and gaps.
@@ -69,6 +53,9 @@ pub(crate) struct RunNet {
     pub env: Vec<(OsString, OsString)>,
     pub log: Option<NetworkLogHandle>,
     pub gaps: Vec<Gap>,
+    /// bwrap's relay end of the proxy, for the child (the chain numbers it
+    /// and puts the number in `profile`).
+    pub relay: Option<std::os::fd::OwnedFd>,
 }
 
 /// The refused hosts of one run: its token's share of the proxy's record.
@@ -168,297 +155,24 @@ impl Proxies {
         map.get(&session.map(str::to_owned)).cloned()
     }
 
-    /// The proxy for `hosts`, started on first use; with `unix`, with its
-    /// Unix socket in a fresh private directory (see [`socket_dir`]).
-    fn get(
-        &self,
-        hosts: &[String],
-        unix: bool,
-        cache_dirs: &[PathBuf],
-        pins: &RootPins,
-    ) -> Result<Arc<Running>, SandboxUnavailable> {
+    /// The proxy for `hosts`, started on first use, with the socket pair
+    /// a relay hands connections over on (bwrap's namespace reaches the
+    /// proxy only that way; see `stockade_proxy::hand_over`).
+    fn get(&self, hosts: &[String]) -> Result<Arc<Running>, SandboxUnavailable> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(p) = map.get(hosts) {
             return Ok(p.clone());
         }
-        let dir = match unix {
-            true => Some(socket_dir(cache_dirs, pins)?),
-            false => None,
-        };
         let proxy = Proxy::start(ProxyConfig {
             allowed_hosts: hosts.to_vec(),
             resolve: test_hook_resolve(),
-            unix_dir: dir.as_ref().map(|d| d.0.clone()),
+            relay: cfg!(target_os = "linux"),
         })
         .map_err(|e| refused(format!("cannot start the allow-listed proxy: {e}")))?;
-        if let Some(d) = &dir {
-            pins.add_control_path("proxy socket directory", &d.0);
-        }
-        let running = Arc::new(Running { proxy, _dir: dir });
+        let running = Arc::new(Running { proxy });
         map.insert(hosts.to_vec(), running.clone());
         Ok(running)
     }
-}
-
-/// The longest path a Unix socket address holds (`sun_path` is 108 bytes
-/// on Linux, NUL included); a longer one cannot be bound at all.
-const SUN_PATH_MAX: usize = 107;
-
-/// Where bwrap's proxy socket lives: a fresh `proxy-<pid>-<rand>`, mode
-/// 0700, in the first of these that is usable:
-///
-/// 1. `$XDG_RUNTIME_DIR/stockade`, when `$XDG_RUNTIME_DIR` is ours and
-///    private (0700), as the XDG spec promises for sockets;
-/// 2. `cache_dirs` (where the verdict may be kept: `$XDG_CACHE_HOME/stockade`
-///    or `~/.cache/stockade`, then `/var/tmp/stockade-<euid>`, unless the
-///    operator named others);
-/// 3. `/var/tmp`, whose sticky bit keeps other users from renaming what we
-///    make there, and which no sandbox writes unless it is granted.
-///
-/// A place is usable when it lies beneath no writable root (a confined
-/// command could otherwise swap the socket for its own listener and see
-/// every other run's traffic; `$HOME` as the workspace puts `~/.cache`
-/// there), no other user can write to it, and the socket's path fits
-/// `sun_path` (a long `$XDG_RUNTIME_DIR` does not).
-///
-/// Why a path rather than a descriptor: the relay inside bwrap's network
-/// namespace (`landlock-run --net-bridge`) opens a new connection to the
-/// proxy for every connection the command makes, and a Unix socket is
-/// connected to by path or by abstract name; abstract names belong to a
-/// network namespace, so bwrap's private one cannot reach ours. Handing a
-/// descriptor over would mean a second protocol (each accepted connection
-/// sent out over `SCM_RIGHTS`) in the launcher. The checks above give the
-/// same property for one `connect`: nothing the command can write is on
-/// the way to the socket.
-///
-/// Directories left by runs that were killed (no drop ran) are swept from
-/// the chosen place first.
-fn socket_dir(cache_dirs: &[PathBuf], pins: &RootPins) -> Result<SocketDir, SandboxUnavailable> {
-    let mut places: Vec<(PathBuf, Place)> = Vec::new();
-    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-    {
-        places.push((rt.join("stockade"), Place::Runtime(rt)));
-    }
-    for c in cache_dirs {
-        if !places.iter().any(|(p, _)| p == c) {
-            places.push((c.clone(), Place::Cache));
-        }
-    }
-    places.push((PathBuf::from("/var/tmp"), Place::Sticky));
-    let writable = pins.all_writable_paths();
-    let mut why = Vec::new();
-    for (base, place) in places {
-        match try_place(&base, &place, &writable) {
-            Ok(dir) => return Ok(dir),
-            Err(e) => why.push(format!("{}: {e}", base.display())),
-        }
-    }
-    Err(refused(format!(
-        "allow-listed under bwrap needs a private directory for the proxy's socket, outside every writable root and short enough for a socket address; none would do ({})",
-        why.join("; ")
-    )))
-}
-
-/// What kind of place a candidate is, for the checks that apply to it.
-enum Place {
-    /// `$XDG_RUNTIME_DIR/stockade`; the runtime directory itself must be
-    /// ours and private.
-    Runtime(PathBuf),
-    /// A directory of ours, made 0700 if missing.
-    Cache,
-    /// A shared sticky directory: our directory goes straight into it.
-    Sticky,
-}
-
-fn try_place(base: &Path, place: &Place, writable: &[PathBuf]) -> Result<SocketDir, String> {
-    if let Place::Runtime(rt) = place {
-        let meta = std::fs::metadata(rt).map_err(|e| e.to_string())?;
-        if !ours(&meta) || mode(&meta) & 0o077 != 0 {
-            return Err(format!(
-                "{} is not a directory private to this user",
-                rt.display()
-            ));
-        }
-    }
-    // Judged before anything is made (`beneath` resolves what exists of
-    // it), so a refused place (`~/.cache` in a `$HOME` workspace) gets no
-    // directory of ours.
-    if let Some(root) = beneath(base, writable) {
-        return Err(beneath_root(&root));
-    }
-    if !matches!(place, Place::Sticky) {
-        let mut b = std::fs::DirBuilder::new();
-        b.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-        b.create(base)
-            .map_err(|e| format!("cannot create it: {e}"))?;
-    }
-    let resolved =
-        stockade_roots::canonical(base).map_err(|e| format!("cannot resolve it: {e}"))?;
-    if let Some(root) = beneath(&resolved, writable) {
-        return Err(beneath_root(&root));
-    }
-    let meta = std::fs::metadata(&resolved).map_err(|e| e.to_string())?;
-    let shared_ok = matches!(place, Place::Sticky) && mode(&meta) & 0o1000 != 0;
-    if !shared_ok && (!ours(&meta) || mode(&meta) & 0o022 != 0) {
-        return Err("another user could write to it".to_owned());
-    }
-    sweep(&resolved);
-    let dir = fresh_dir(&resolved).map_err(|e| format!("cannot create a directory in it: {e}"))?;
-    let socket_len = dir
-        .0
-        .join(stockade_proxy::UNIX_SOCKET_NAME)
-        .as_os_str()
-        .len();
-    if socket_len > SUN_PATH_MAX {
-        drop(dir);
-        return Err(format!(
-            "the socket's path would be {socket_len} bytes, longer than a socket address holds ({SUN_PATH_MAX})"
-        ));
-    }
-    Ok(dir)
-}
-
-fn beneath_root(root: &Path) -> String {
-    format!(
-        "it lies beneath the writable root {}, where a confined command could replace the socket",
-        root.display()
-    )
-}
-
-/// A fresh directory under `dir` that only this user can enter, named for
-/// this process (`proxy-<pid>-<start>-<rand>`, `<start>` its start time
-/// since boot) so a later run can tell when it was left behind, even once
-/// the pid names another process.
-fn fresh_dir(dir: &Path) -> std::io::Result<SocketDir> {
-    let mut bytes = [0u8; 4];
-    getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
-    let rand: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let pid = std::process::id();
-    let start = start_time(pid).unwrap_or(0);
-    let path = dir.join(format!("{DIR_PREFIX}{pid}-{start}-{rand}"));
-    let mut b = std::fs::DirBuilder::new();
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    // Not recursive: an existing name (a clash, or one planted) fails here
-    // rather than being reused.
-    b.create(&path)?;
-    Ok(SocketDir(path))
-}
-
-const DIR_PREFIX: &str = "proxy-";
-
-/// The maker named in a name [`fresh_dir`] made: its pid and start time
-/// (0 when it could not be read). `None` for the start of the names older
-/// versions made (`proxy-<pid>-<rand>`), which were left behind after every
-/// run (a version that leaves them running keeps its socket listening).
-fn dir_owner(name: &str) -> Option<(u32, Option<u64>)> {
-    let rest = name.strip_prefix(DIR_PREFIX)?;
-    let parts: Vec<&str> = rest.split('-').collect();
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
-    match parts[..] {
-        [pid, start, rand] if digits(pid) && digits(start) && hex(rand) => {
-            Some((pid.parse().ok()?, Some(start.parse().ok()?)))
-        }
-        [pid, rand] if digits(pid) && hex(rand) => Some((pid.parse().ok()?, None)),
-        _ => None,
-    }
-}
-
-/// Removes the socket directories in `base` that runs killed before they
-/// could clean up left behind: ours, named by a process that no longer
-/// runs (its pid is gone, or names a process started at another time),
-/// whose socket no one answers on (a live proxy in another pid namespace
-/// sharing this directory still does).
-fn sweep(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let Some((pid, start)) = entry.file_name().to_str().and_then(dir_owner) else {
-            continue;
-        };
-        let running = match start {
-            Some(start) => alive(pid, start),
-            // Told by its socket alone, below.
-            None => false,
-        };
-        if pid == std::process::id() || running {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if !meta.is_dir() || !ours(&meta) {
-            continue;
-        }
-        #[cfg(unix)]
-        if std::os::unix::net::UnixStream::connect(path.join(stockade_proxy::UNIX_SOCKET_NAME))
-            .is_ok()
-        {
-            continue;
-        }
-        let _ = std::fs::remove_dir_all(&path);
-    }
-}
-
-/// Whether the process that made a directory still runs: `pid` exists in
-/// this pid namespace and, when `start` is known, started then.
-#[cfg(target_os = "linux")]
-fn alive(pid: u32, start: u64) -> bool {
-    match start_time(pid) {
-        None => !matches!(
-            Path::new("/proc").join(pid.to_string()).try_exists(),
-            Ok(false)
-        ),
-        Some(now) => start == 0 || now == start,
-    }
-}
-
-/// Without a way to ask, every process is taken to be alive: nothing is
-/// swept (bwrap, the only user of the socket, is Linux only).
-#[cfg(not(target_os = "linux"))]
-fn alive(_pid: u32, _start: u64) -> bool {
-    true
-}
-
-/// When `pid` started, in clock ticks since boot (`/proc/<pid>/stat`'s
-/// 22nd field): with the pid, a process's identity across pid reuse.
-#[cfg(target_os = "linux")]
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may hold spaces or
-    // parentheses itself; the fields after its last `)` start at field 3.
-    let (_, after) = stat.rsplit_once(')')?;
-    after.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn start_time(_pid: u32) -> Option<u64> {
-    None
-}
-
-#[cfg(target_os = "linux")]
-fn ours(meta: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    meta.uid() == rustix::process::geteuid().as_raw()
-}
-
-#[cfg(not(target_os = "linux"))]
-fn ours(_meta: &std::fs::Metadata) -> bool {
-    true
-}
-
-#[cfg(unix)]
-fn mode(meta: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::MetadataExt as _;
-    meta.mode()
 }
 
 /// What `sandbox`'s network policy means for one run of its session on
@@ -473,8 +187,6 @@ pub(crate) fn for_run(
     sandbox: &SandboxPolicy,
     landlock_abi: Option<u8>,
     supervised: bool,
-    dirs: &[PathBuf],
-    pins: &RootPins,
 ) -> Result<RunNet, SandboxUnavailable> {
     let (policy, session) = (&sandbox.network, sandbox.session.as_deref());
     let mut run = RunNet {
@@ -482,6 +194,7 @@ pub(crate) fn for_run(
         env: Vec::new(),
         log: None,
         gaps: Vec::new(),
+        relay: None,
     };
     match policy.mode {
         NetworkMode::Allow => {}
@@ -502,16 +215,12 @@ pub(crate) fn for_run(
             if !bwrap_like && (abi == 0 || (abi < 4 && !supervised)) {
                 return Err(refused(unenforceable(landlock_abi)));
             }
-            // bwrap reaches the proxy through its Unix socket; Landlock
-            // through its loopback port.
-            let running = proxies.get(&policy.allowed_hosts, bwrap_like, dirs, pins)?;
+            // bwrap reaches the proxy through the relay end it is handed;
+            // Landlock through its loopback port.
+            let running = proxies.get(&policy.allowed_hosts)?;
             let proxy = &running.proxy;
-            let unix = proxy.unix_path().map(Path::to_path_buf);
-            if bwrap_like && unix.is_none() {
-                // Started for a Landlock run of this provider, without one.
-                return Err(refused(
-                    "allow-listed under bwrap needs the proxy's Unix socket, and this provider's proxy for these hosts was started without one",
-                ));
+            if bwrap_like {
+                run.relay = relay_end(proxy)?;
             }
             // A request's own approver takes the place of the session's.
             let asking = sandbox
@@ -526,7 +235,7 @@ pub(crate) fn for_run(
             run.env = proxy_env(&proxy.url_for(&token));
             run.profile = ProfileNet::Proxy {
                 port: proxy.port(),
-                unix,
+                relay_fd: None,
             };
             let problems_before = running.proxy.problems().len();
             run.log = Some(NetworkLogHandle(Arc::new(RunLog {
@@ -548,6 +257,25 @@ pub(crate) fn for_run(
         ));
     }
     Ok(run)
+}
+
+/// A descriptor of the proxy's relay end for one bwrap run.
+#[cfg(target_os = "linux")]
+fn relay_end(proxy: &Proxy) -> Result<Option<std::os::fd::OwnedFd>, SandboxUnavailable> {
+    match proxy.relay_end() {
+        Ok(Some(fd)) => Ok(Some(fd)),
+        Ok(None) => Err(refused(
+            "allow-listed under bwrap needs the proxy's relay, and this proxy was started without one",
+        )),
+        Err(e) => Err(refused(format!(
+            "cannot hand the proxy's relay end to the run: {e}"
+        ))),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn relay_end(_proxy: &Proxy) -> Result<Option<std::os::fd::OwnedFd>, SandboxUnavailable> {
+    Err(refused("allow-listed under bwrap needs a Linux host"))
 }
 
 /// Hosts that never go through the proxy: the sandbox's own loopback (a dev
@@ -660,79 +388,6 @@ mod tests {
     }
 
     #[test]
-    fn only_names_fresh_dir_makes_are_read_as_their_maker() {
-        assert_eq!(dir_owner("proxy-123-456-0badc0de"), Some((123, Some(456))));
-        assert_eq!(dir_owner("proxy-123-0-0badc0de"), Some((123, Some(0))));
-        // An older version's name.
-        assert_eq!(dir_owner("proxy-123-14f1219d28b18cdf"), Some((123, None)));
-        for other in [
-            "proxy-123",
-            "proxy--456-0bad",
-            "proxy-12a-456-0bad",
-            "proxy-123-456-",
-            "proxy-123-456-xyz",
-            "proxy-123-456-0bad-1",
-            "other-123-456-0bad",
-            "auto-verdict",
-        ] {
-            assert_eq!(dir_owner(other), None, "{other}");
-        }
-    }
-
-    /// This process is alive under its own start time, not under another
-    /// (its pid reused), and a pid that names nothing is not.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_maker_is_alive_only_with_its_start_time() {
-        let me = std::process::id();
-        let start = start_time(me).unwrap();
-        assert!(alive(me, start));
-        assert!(alive(me, 0));
-        assert!(!alive(me, start + 1));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let gone = child.id();
-        child.wait().unwrap();
-        assert!(!alive(gone, 0));
-    }
-
-    /// A place beneath a writable root, one another user may write to and
-    /// one too long for a socket address are each refused, and the
-    /// refused place beneath a root is not even created.
-    #[test]
-    fn a_socket_place_is_refused_beneath_a_root_shared_or_too_long() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let t = tempfile::tempdir().unwrap();
-        let top = std::fs::canonicalize(t.path()).unwrap();
-        let ws = top.join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        let inside = ws.join(".cache/stockade");
-        let e = try_place(&inside, &Place::Cache, std::slice::from_ref(&ws)).unwrap_err();
-        assert!(e.contains("beneath the writable root"), "{e}");
-        assert!(!ws.join(".cache").exists(), "a refused place was created");
-
-        let shared = top.join("shared");
-        std::fs::create_dir(&shared).unwrap();
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = try_place(&shared, &Place::Cache, &[]).unwrap_err();
-        assert!(e.contains("another user"), "{e}");
-
-        let mut long = top.join("l");
-        while long.as_os_str().len() < SUN_PATH_MAX {
-            long.push("long-enough-name");
-        }
-        let e = try_place(&long, &Place::Cache, &[]).unwrap_err();
-        assert!(e.contains("longer than a socket address holds"), "{e}");
-        // The directory it tried is not left there.
-        assert_eq!(std::fs::read_dir(&long).unwrap().count(), 0);
-
-        let ok = try_place(&top.join("fine"), &Place::Cache, &[]).unwrap();
-        assert!(ok.0.is_dir());
-        let made = ok.0.clone();
-        drop(ok);
-        assert!(!made.exists(), "the socket directory outlived its owner");
-    }
-
-    #[test]
     fn the_test_resolver_takes_only_test_names() {
         let m = test_resolve(Some(
             "allowed.test=127.0.0.1:8080,crates.io=127.0.0.1:1,bad,x.test=nope".into(),
@@ -742,6 +397,38 @@ mod tests {
         assert!(test_resolve(None).is_empty());
     }
 
+    /// A bwrap run gets a relay end of its own (a datagram socket the
+    /// proxy reads), a Landlock run none; no path names the proxy.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn each_bwrap_run_gets_its_own_relay_end() {
+        use std::os::fd::AsRawFd as _;
+        let proxies = Proxies::default();
+        let listed = NetworkPolicy::new(NetworkMode::AllowListed, vec!["crates.io".into()]);
+        let run = |backend| {
+            for_run(
+                &proxies,
+                Some(backend),
+                &sandbox_with(&listed),
+                Some(7),
+                true,
+            )
+            .unwrap()
+        };
+        let (a, b) = (run(Backend::Bwrap), run(Backend::Bwrap));
+        let (a, b) = (a.relay.unwrap(), b.relay.unwrap());
+        assert_ne!(a.as_raw_fd(), b.as_raw_fd());
+        for fd in [&a, &b] {
+            assert_eq!(
+                rustix::net::sockopt::socket_type(fd),
+                Ok(rustix::net::SocketType::DGRAM)
+            );
+        }
+        assert!(run(Backend::Landlock).relay.is_none());
+        // One proxy for the list, however many runs.
+        assert_eq!(proxies.map.lock().unwrap().len(), 1);
+    }
+
     /// Below Landlock ABI 4 without the supervisor nothing restricts TCP,
     /// so `allow-listed` under Landlock is refused (naming the ABI and the
     /// flags that choose what can run), never run with TCP open; with the
@@ -749,7 +436,6 @@ mod tests {
     /// by-port gap; bwrap and ABI 4 are unaffected.
     #[test]
     fn allow_listed_under_landlock_below_abi_4_needs_the_supervisor() {
-        let pins = RootPins::without_temp_roots();
         let proxies = Proxies::default();
         let listed = NetworkPolicy::new(NetworkMode::AllowListed, vec!["crates.io".into()]);
         // (abi, supervised): no Landlock is refused even when supervised.
@@ -768,8 +454,6 @@ mod tests {
                 &sandbox_with(&listed),
                 abi,
                 sup,
-                &[],
-                &pins,
             ) else {
                 panic!("abi {abi:?}: allow-listed ran with TCP unrestricted");
             };
@@ -796,8 +480,6 @@ mod tests {
                 &sandbox_with(&listed),
                 Some(abi),
                 sup,
-                &[],
-                &pins,
             )
             .unwrap();
             assert!(matches!(ok.profile, ProfileNet::Proxy { .. }), "abi {abi}");
@@ -814,8 +496,6 @@ mod tests {
                 &sandbox_with(&p),
                 Some(3),
                 false,
-                &[],
-                &pins,
             )
             .unwrap();
         }

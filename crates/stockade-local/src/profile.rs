@@ -91,9 +91,10 @@ pub enum ProfileNet {
     /// its own loopback; landlock-run refuses every network socket.
     Deny,
     /// Only the proxy (`allow-listed`): bwrap's private namespace plus a
-    /// relay from its loopback `port` to the proxy's Unix socket `unix`;
+    /// relay from its loopback `port` to the proxy, handed each connection
+    /// over the relay end the child finds at descriptor `relay_fd`;
     /// landlock-run allows TCP connections to `port` alone.
-    Proxy { port: u16, unix: Option<PathBuf> },
+    Proxy { port: u16, relay_fd: Option<i32> },
 }
 
 /// Everything a Linux runner profile needs besides the command.
@@ -265,13 +266,11 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
         }
         if let ProfileNet::Proxy {
             port,
-            unix: Some(unix),
+            relay_fd: Some(fd),
         } = &p.net
         {
-            let mut bridge = OsString::from(format!("{port}:"));
-            bridge.push(unix);
             out.push("--net-bridge".into());
-            out.push(bridge);
+            out.push(format!("{port}:{fd}").into());
         }
         out.push("--".into());
     }
@@ -724,7 +723,7 @@ mod tests {
         let proxy = LinuxProfile {
             net: ProfileNet::Proxy {
                 port: 4321,
-                unix: Some("/run/s/proxy.sock".into()),
+                relay_fd: Some(7),
             },
             ..ww_profile()
         };
@@ -733,7 +732,7 @@ mod tests {
         assert!(b.contains(&"--unshare-net"));
         // The bridge is the closer's, before the command's `--`.
         let at = b.iter().position(|a| *a == "--net-bridge").unwrap();
-        assert_eq!(b[at + 1], "4321:/run/s/proxy.sock");
+        assert_eq!(b[at + 1], "4321:7");
         assert!(at < b.iter().rposition(|a| *a == "--").unwrap());
         let l = landlock_args(&proxy, &cmd());
         assert!(strs(&l).windows(2).any(|w| w == ["--net-port", "4321"]));

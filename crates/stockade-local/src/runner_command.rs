@@ -45,8 +45,6 @@ impl Rung for OperatorRunner<'_> {
             policy,
             p.host_facts().landlock_abi,
             p.host_facts().supervised,
-            &[],
-            &p.pins,
         )?;
         prepared.profile.net = net.profile;
         let mut out = rc.argv().to_vec();

@@ -28,7 +28,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, UnixListener};
+use tokio::net::{TcpListener, UnixDatagram};
 use tokio::sync::oneshot;
 
 use crate::service::Shared;
@@ -100,7 +100,8 @@ enum State {
     /// runtime; `task` is the waiting task, woken when this state ends.
     Waiting {
         tcp: TcpListener,
-        unix: Option<UnixListener>,
+        /// The proxy's end of the relay's pair.
+        relay: Option<UnixDatagram>,
         start: Start,
         task: Option<Waker>,
     },
@@ -132,13 +133,13 @@ pub(crate) fn wait(listeners: Listeners, start: Start) -> std::io::Result<Waited
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return Ok(Waited::Outside(listeners, start));
     };
-    let Listeners { tcp, unix } = listeners;
+    let Listeners { tcp, relay } = listeners;
     let tcp = TcpListener::from_std(tcp)?;
-    let unix = unix.map(UnixListener::from_std).transpose()?;
+    let relay = relay.map(UnixDatagram::from_std).transpose()?;
     let lazy = Arc::new(Lazy {
         state: Mutex::new(State::Waiting {
             tcp,
-            unix,
+            relay,
             start,
             task: None,
         }),
@@ -153,7 +154,7 @@ pub(crate) fn wait(listeners: Listeners, start: Start) -> std::io::Result<Waited
 }
 
 /// The task on the caller's runtime: sleeps until a client is queued on
-/// either listener (epoll reports one already queued when the listener is
+/// the TCP listener or handed over by a relay (epoll reports one already queued when the listener is
 /// added, so a client that connected before the first poll counts),
 /// accepts it and hands it, with the listeners, to the proxy thread. Ends
 /// too when the proxy is stopped. Dropped unfinished (its runtime shutting
@@ -180,7 +181,7 @@ impl Lazy {
     fn poll_client(&self, cx: &mut Context<'_>) -> Poll<Option<Accepted>> {
         let mut state = lock(&self.state);
         let State::Waiting {
-            tcp, unix, task, ..
+            tcp, relay, task, ..
         } = &mut *state
         else {
             return Poll::Ready(None);
@@ -188,11 +189,27 @@ impl Lazy {
         if let Poll::Ready(r) = tcp.poll_accept(cx) {
             return Poll::Ready(r.and_then(|(s, _)| s.into_std()).ok().map(Accepted::Tcp));
         }
-        if let Some(u) = unix
-            && let Poll::Ready(r) = u.poll_accept(cx)
-        {
-            return Poll::Ready(r.and_then(|(s, _)| s.into_std()).ok().map(Accepted::Unix));
+        #[cfg(target_os = "linux")]
+        if let Some(r) = relay {
+            // Until the socket is not ready (the waker is then registered)
+            // or a datagram carried a connection; one carrying none is
+            // dropped and the next looked at.
+            while let Poll::Ready(ready) = r.poll_recv_ready(cx) {
+                if ready.is_err() {
+                    return Poll::Ready(None);
+                }
+                match r.try_io(tokio::io::Interest::READABLE, || {
+                    crate::relay::take(std::os::fd::AsFd::as_fd(r))
+                }) {
+                    Ok(Some(stream)) => return Poll::Ready(Some(Accepted::Unix(stream))),
+                    Ok(None) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Poll::Ready(None),
+                }
+            }
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = relay;
         *task = Some(cx.waker().clone());
         Poll::Pending
     }
@@ -207,7 +224,7 @@ impl Lazy {
         };
         let State::Waiting {
             tcp,
-            unix,
+            relay,
             start,
             task,
         } = std::mem::replace(&mut *state, State::Stopped)
@@ -216,8 +233,11 @@ impl Lazy {
         };
         // Out of the caller's reactor before the thread's runtime adds
         // them to its own.
-        let listeners = match (tcp.into_std(), unix.map(UnixListener::into_std).transpose()) {
-            (Ok(tcp), Ok(unix)) => Some(Listeners { tcp, unix }),
+        let listeners = match (
+            tcp.into_std(),
+            relay.map(UnixDatagram::into_std).transpose(),
+        ) {
+            (Ok(tcp), Ok(relay)) => Some(Listeners { tcp, relay }),
             _ => None,
         };
         let (wake, woken) = match first {

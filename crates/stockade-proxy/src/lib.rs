@@ -48,6 +48,8 @@ mod approval;
 #[cfg(unix)]
 mod lazy;
 mod ledger;
+#[cfg(target_os = "linux")]
+mod relay;
 mod service;
 mod target;
 
@@ -55,7 +57,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -70,6 +71,8 @@ use crate::service::Shared;
 
 #[cfg(unix)]
 pub use crate::lazy::wait_on_runtime;
+#[cfg(target_os = "linux")]
+pub use crate::relay::hand_over;
 
 /// Off Unix proxies always have their thread: `fut` runs as it is.
 #[cfg(not(unix))]
@@ -94,9 +97,6 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// The user name of every run's proxy URL; the run's token is its password.
 pub const PROXY_USER: &str = "stockade";
 
-/// The Unix socket's name inside [`ProxyConfig::unix_dir`].
-pub const UNIX_SOCKET_NAME: &str = "proxy.sock";
-
 /// What the proxy lets through and where it listens.
 #[derive(Debug, Clone, Default)]
 pub struct ProxyConfig {
@@ -107,9 +107,9 @@ pub struct ProxyConfig {
     /// -> `127.0.0.1:PORT`); the addresses are used as given, port included.
     /// Empty in production.
     pub resolve: HashMap<String, Vec<SocketAddr>>,
-    /// Also listen on a Unix socket created in this directory (which the
-    /// caller made private, 0700); `None` = TCP only.
-    pub unix_dir: Option<PathBuf>,
+    /// Also serve connections a relay hands over ([`Proxy::relay_end`]),
+    /// Unix only; `false` = TCP only.
+    pub relay: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,14 +122,10 @@ pub enum ProxyError {
     },
     #[error("cannot listen on 127.0.0.1: {0}")]
     BindTcp(#[source] io::Error),
-    #[error("cannot listen on {}: {source}", path.display())]
-    BindUnix {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("a Unix socket listener is not available on this platform")]
-    UnixUnsupported,
+    #[error("cannot make the relay's socket pair: {0}")]
+    Relay(#[source] io::Error),
+    #[error("a relay is not available on this platform")]
+    RelayUnsupported,
     #[error("cannot start the proxy runtime: {0}")]
     Runtime(#[source] io::Error),
     #[error("cannot read the OS random source: {0}")]
@@ -158,11 +154,11 @@ impl fmt::Display for RunToken {
 }
 
 /// A running proxy. Stops on drop: the listeners close, open connections
-/// and tunnels are cut, the thread (if one started) is joined and the Unix
-/// socket removed.
+/// and tunnels are cut, and the thread (if one started) is joined.
 pub struct Proxy {
     port: u16,
-    unix_path: Option<PathBuf>,
+    /// The relay's end of the pair ([`Proxy::relay_end`]).
+    relay_end: Option<RelayEnd>,
     shared: Arc<Shared>,
     shutdown: Option<oneshot::Sender<()>>,
     serving: Option<Serving>,
@@ -175,7 +171,7 @@ impl fmt::Debug for Proxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Proxy")
             .field("port", &self.port)
-            .field("unix_path", &self.unix_path)
+            .field("relay", &self.relay_end.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -194,7 +190,7 @@ enum Serving {
 }
 
 impl Proxy {
-    /// Binds `127.0.0.1:0` (and the Unix socket, if asked) and starts
+    /// Binds `127.0.0.1:0` (and makes the relay's pair, if asked) and starts
     /// serving on a thread of its own; inside [`wait_on_runtime`], the
     /// thread starts when the first client connects.
     pub fn start(config: ProxyConfig) -> Result<Proxy, ProxyError> {
@@ -238,17 +234,19 @@ impl Proxy {
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(ProxyError::BindTcp)?;
         let port = tcp.local_addr().map_err(ProxyError::BindTcp)?.port();
-        let unix = match &config.unix_dir {
-            None => None,
-            Some(dir) => Some(bind_unix(&dir.join(UNIX_SOCKET_NAME))?),
+        let (relay, relay_end) = match config.relay {
+            false => (None, None),
+            true => {
+                let (ours, theirs) = relay_pair()?;
+                (Some(ours), Some(theirs))
+            }
         };
-        let unix_path = config.unix_dir.map(|d| d.join(UNIX_SOCKET_NAME));
 
-        let listeners = Listeners { tcp, unix };
+        let listeners = Listeners { tcp, relay };
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let proxy = |serving| Proxy {
+        let proxy = |serving, relay_end| Proxy {
             port,
-            unix_path: unix_path.clone(),
+            relay_end,
             shared: Arc::clone(&shared),
             shutdown: Some(shutdown),
             serving: Some(serving),
@@ -264,20 +262,14 @@ impl Proxy {
         };
         #[cfg(unix)]
         let (listeners, lazy::Start { stopped, .. }) = match lazy::wait(listeners, start) {
-            Ok(lazy::Waited::Lazy(l)) => return Ok(proxy(Serving::Lazy(l))),
+            Ok(lazy::Waited::Lazy(l)) => return Ok(proxy(Serving::Lazy(l), relay_end)),
             Ok(lazy::Waited::Outside(listeners, start)) => (listeners, start),
-            Err(e) => {
-                remove_socket(unix_path.as_deref());
-                return Err(ProxyError::Runtime(e));
-            }
+            Err(e) => return Err(ProxyError::Runtime(e)),
         };
         #[cfg(unix)]
         let (wake, woken) = match std::os::unix::net::UnixStream::pair() {
             Ok((w, r)) => (Some(w), Some(r)),
-            Err(e) => {
-                remove_socket(unix_path.as_deref());
-                return Err(ProxyError::Runtime(e));
-            }
+            Err(e) => return Err(ProxyError::Runtime(e)),
         };
         #[cfg(not(unix))]
         let (wake, woken): (Option<Waker>, Option<Waker>) = (None, None);
@@ -295,22 +287,20 @@ impl Proxy {
                     None,
                 );
             });
-        let thread = match thread {
-            Ok(t) => t,
-            Err(e) => {
-                remove_socket(unix_path.as_deref());
-                return Err(ProxyError::Runtime(e));
-            }
-        };
-        Ok(proxy(Serving::Thread { thread, wake }))
+        let thread = thread.map_err(ProxyError::Runtime)?;
+        Ok(proxy(Serving::Thread { thread, wake }, relay_end))
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    pub fn unix_path(&self) -> Option<&Path> {
-        self.unix_path.as_deref()
+    /// A new descriptor for the relay's end of the pair (close-on-exec),
+    /// for a relay that hands connections over ([`hand_over`]); `None` for
+    /// a proxy started without `relay`. Each run's relay gets its own.
+    #[cfg(unix)]
+    pub fn relay_end(&self) -> io::Result<Option<std::os::fd::OwnedFd>> {
+        self.relay_end.as_ref().map(|fd| fd.try_clone()).transpose()
     }
 
     /// Whether a client has connected, so the proxy's runtime runs. Until
@@ -434,19 +424,19 @@ impl Drop for Proxy {
             Some(Serving::Lazy(l)) => l.stop(),
             None => {}
         }
-        remove_socket(self.unix_path.as_deref());
     }
 }
 
-/// The proxy's listeners, bound before [`Proxy::start`] returns.
+/// The proxy's listeners, bound before [`Proxy::start`] returns: the TCP
+/// one, and the proxy's end of the relay's pair.
 struct Listeners {
     tcp: std::net::TcpListener,
-    unix: Option<UnixListener>,
+    relay: Option<RelaySocket>,
 }
 
 /// A client accepted before the proxy's runtime started: the first one,
 /// accepted on the caller's runtime (see [`wait_on_runtime`]).
-#[cfg_attr(not(unix), allow(dead_code))]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 enum Accepted {
     Tcp(std::net::TcpStream),
     Unix(UnixStream),
@@ -497,7 +487,7 @@ fn serve(
         }
     };
     shared.serving.store(true, Ordering::Relaxed);
-    let Listeners { tcp, unix } = listeners;
+    let Listeners { tcp, relay } = listeners;
     runtime.block_on(async move {
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         if let Some(client) = first {
@@ -516,19 +506,19 @@ fn serve(
                 .ledger
                 .problem(format!("cannot serve 127.0.0.1:{port}: {e}")),
         }
-        #[cfg(unix)]
-        if let Some(unix) = unix {
-            match tokio::net::UnixListener::from_std(unix) {
-                Ok(l) => {
-                    tokio::spawn(accept_unix(l, shared, slots, header_timeout));
+        #[cfg(target_os = "linux")]
+        if let Some(relay) = relay {
+            match tokio::net::UnixDatagram::from_std(relay) {
+                Ok(r) => {
+                    tokio::spawn(accept_relayed(r, shared, slots, header_timeout));
                 }
                 Err(e) => shared
                     .ledger
-                    .problem(format!("cannot serve the Unix socket: {e}")),
+                    .problem(format!("cannot serve the relay: {e}")),
             }
         }
-        #[cfg(not(unix))]
-        let _: Option<UnixListener> = unix;
+        #[cfg(not(target_os = "linux"))]
+        let _: Option<RelaySocket> = relay;
         // Either a send or the sender's drop ends the wait.
         let _ = stopped.await;
     });
@@ -547,16 +537,16 @@ fn first_client(listeners: &Listeners, stop: &Waker) -> bool {
     use rustix::event::{PollFd, PollFlags, poll};
     use std::os::fd::AsFd as _;
 
-    // Without a Unix listener its slot watches the stop end a second time.
-    let unix = listeners
-        .unix
+    // Without a relay its slot watches the stop end a second time.
+    let relay = listeners
+        .relay
         .as_ref()
-        .map_or_else(|| stop.as_fd(), |u| u.as_fd());
+        .map_or_else(|| stop.as_fd(), |r| r.as_fd());
     loop {
         let mut fds = [
             PollFd::from_borrowed_fd(stop.as_fd(), PollFlags::IN),
             PollFd::from_borrowed_fd(listeners.tcp.as_fd(), PollFlags::IN),
-            PollFd::from_borrowed_fd(unix, PollFlags::IN),
+            PollFd::from_borrowed_fd(relay, PollFlags::IN),
         ];
         match poll(&mut fds, None) {
             // The stop end reports EOF (or an error) once the Proxy is
@@ -631,9 +621,9 @@ async fn accept_tcp(
     }
 }
 
-#[cfg(unix)]
-async fn accept_unix(
-    listener: tokio::net::UnixListener,
+#[cfg(target_os = "linux")]
+async fn accept_relayed(
+    relay: tokio::net::UnixDatagram,
     shared: Arc<Shared>,
     slots: Arc<Semaphore>,
     header_timeout: Duration,
@@ -642,8 +632,11 @@ async fn accept_unix(
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
-        match listener.accept().await {
-            Ok((stream, _)) => {
+        match relay::next(&relay)
+            .await
+            .and_then(tokio::net::UnixStream::from_std)
+        {
+            Ok(stream) => {
                 tokio::spawn(service::serve_connection(
                     stream,
                     Arc::clone(&shared),
@@ -664,42 +657,30 @@ async fn accept_failed(shared: &Shared, e: io::Error) {
 }
 
 #[cfg(unix)]
-type UnixListener = std::os::unix::net::UnixListener;
-#[cfg(not(unix))]
-type UnixListener = std::convert::Infallible;
-#[cfg(unix)]
 type UnixStream = std::os::unix::net::UnixStream;
 #[cfg(not(unix))]
 type UnixStream = std::convert::Infallible;
-
-#[cfg(unix)]
-fn bind_unix(path: &Path) -> Result<UnixListener, ProxyError> {
-    use std::os::unix::fs::FileTypeExt as _;
-    let err = |source| ProxyError::BindUnix {
-        path: path.to_owned(),
-        source,
-    };
-    // A socket left by a proxy that did not stop cleanly would block the
-    // bind forever; anything else at that name is not ours to remove.
-    if let Ok(meta) = std::fs::symlink_metadata(path)
-        && meta.file_type().is_socket()
-    {
-        std::fs::remove_file(path).map_err(err)?;
-    }
-    let listener = UnixListener::bind(path).map_err(err)?;
-    listener.set_nonblocking(true).map_err(err)?;
-    Ok(listener)
-}
-
+// The relay is bwrap's, so Linux's: it needs `MSG_CMSG_CLOEXEC`, so that a
+// connection handed over never leaks into a child stockade starts.
+#[cfg(target_os = "linux")]
+use crate::relay::RelaySocket;
+#[cfg(all(unix, not(target_os = "linux")))]
+type RelaySocket = std::os::unix::net::UnixDatagram;
 #[cfg(not(unix))]
-fn bind_unix(_path: &Path) -> Result<UnixListener, ProxyError> {
-    Err(ProxyError::UnixUnsupported)
+type RelaySocket = std::convert::Infallible;
+#[cfg(unix)]
+type RelayEnd = std::os::fd::OwnedFd;
+#[cfg(not(unix))]
+type RelayEnd = std::convert::Infallible;
+
+#[cfg(target_os = "linux")]
+fn relay_pair() -> Result<(RelaySocket, RelayEnd), ProxyError> {
+    relay::pair().map_err(ProxyError::Relay)
 }
 
-fn remove_socket(path: Option<&Path>) {
-    if let Some(p) = path {
-        let _ = std::fs::remove_file(p);
-    }
+#[cfg(not(target_os = "linux"))]
+fn relay_pair() -> Result<(RelaySocket, RelayEnd), ProxyError> {
+    Err(ProxyError::RelayUnsupported)
 }
 
 #[cfg(test)]
@@ -731,37 +712,30 @@ mod tests {
     /// Nothing but the listeners and a sleeping thread until a client
     /// connects: no runtime for a run that never uses the network. A
     /// client that connects the moment `start` returns is served (the
-    /// listener existed), on either listener, and a proxy dropped unused
-    /// closes its listeners and removes its socket.
-    #[cfg(unix)]
+    /// listener existed), on the TCP listener or handed over by a relay,
+    /// and a proxy dropped unused closes its listeners.
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_runtime_starts_on_the_first_client_only() {
         let request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-        let dir = tempfile::tempdir().unwrap();
-        let unused = Proxy::start(ProxyConfig {
-            unix_dir: Some(dir.path().to_owned()),
+        let relayed = || ProxyConfig {
+            relay: true,
             ..ProxyConfig::default()
-        })
-        .unwrap();
-        let (port, sock) = (unused.port(), unused.unix_path().unwrap().to_owned());
+        };
+        let unused = Proxy::start(relayed()).unwrap();
+        let port = unused.port();
         // Long enough for an eager thread to have built its runtime.
         std::thread::sleep(Duration::from_millis(300));
         assert!(!unused.is_serving(), "the runtime started with no client");
         drop(unused);
         assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
-        assert!(!sock.exists(), "an unused proxy left its socket");
 
-        for unix in [false, true] {
-            let dir = tempfile::tempdir().unwrap();
-            let proxy = Proxy::start(ProxyConfig {
-                unix_dir: Some(dir.path().to_owned()),
-                ..ProxyConfig::default()
-            })
-            .unwrap();
+        for relay in [false, true] {
+            let proxy = Proxy::start(relayed()).unwrap();
             let mut line = [0u8; 12];
-            if unix {
-                let mut s =
-                    std::os::unix::net::UnixStream::connect(proxy.unix_path().unwrap()).unwrap();
+            if relay {
+                let end = proxy.relay_end().unwrap().unwrap();
+                let mut s = hand_over(std::os::fd::AsFd::as_fd(&end)).unwrap();
                 s.write_all(request).unwrap();
                 s.read_exact(&mut line).unwrap();
             } else {
@@ -769,8 +743,8 @@ mod tests {
                 s.write_all(request).unwrap();
                 s.read_exact(&mut line).unwrap();
             }
-            assert_eq!(&line, b"HTTP/1.1 400", "unix {unix}");
-            assert!(proxy.is_serving(), "unix {unix}");
+            assert_eq!(&line, b"HTTP/1.1 400", "relay {relay}");
+            assert!(proxy.is_serving(), "relay {relay}");
         }
     }
 

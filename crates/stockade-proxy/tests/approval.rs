@@ -28,7 +28,7 @@ fn proxy(names: &[&str], server: &OkServer) -> Proxy {
             .iter()
             .map(|n| ((*n).to_owned(), vec![addr]))
             .collect::<HashMap<_, _>>(),
-        unix_dir: None,
+        relay: false,
     })
     .unwrap()
 }
@@ -453,7 +453,7 @@ fn an_approved_name_still_has_its_addresses_judged() {
             "unlisted.test".to_owned(),
             vec![SocketAddr::from(([127, 0, 0, 1], server.port))],
         )]),
-        unix_dir: None,
+        relay: false,
     })
     .unwrap();
     let grants = Arc::new(HostGrants::new());

@@ -19,7 +19,7 @@ fn config(backend: SocketAddr) -> ProxyConfig {
     ProxyConfig {
         allowed_hosts: vec!["allowed.test".into(), "127.0.0.1".into()],
         resolve: [("allowed.test".to_owned(), vec![backend])].into(),
-        unix_dir: None,
+        relay: false,
     }
 }
 

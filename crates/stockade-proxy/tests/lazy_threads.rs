@@ -34,14 +34,14 @@ async fn settle() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
-fn config(dir: &std::path::Path, backend: Option<SocketAddr>) -> ProxyConfig {
+fn config(backend: Option<SocketAddr>) -> ProxyConfig {
     ProxyConfig {
         allowed_hosts: vec!["allowed.test".into(), "127.0.0.1".into()],
         resolve: backend
             .map(|a| ("allowed.test".to_owned(), vec![a]))
             .into_iter()
             .collect(),
-        unix_dir: Some(dir.to_owned()),
+        relay: true,
     }
 }
 
@@ -53,17 +53,19 @@ fn main() {
     let before = threads();
     rt.block_on(wait_on_runtime(async move {
         // Never used: no thread, one waiting task, and on drop neither,
-        // the listeners closed and the socket removed.
-        let dir = tempfile::tempdir().unwrap();
-        let proxy = Proxy::start(config(dir.path(), None)).unwrap();
-        let (port, sock) = (proxy.port(), proxy.unix_path().unwrap().to_owned());
+        // the listeners closed and the relay's end dead.
+        let proxy = Proxy::start(config(None)).unwrap();
+        let (port, end) = (proxy.port(), proxy.relay_end().unwrap().unwrap());
         settle().await;
         assert_eq!(threads(), before, "an unused proxy started a thread");
         assert_eq!(tasks(), 1, "the proxy's waiting task");
         assert!(!proxy.is_serving());
         drop(proxy);
         assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
-        assert!(!sock.exists(), "an unused proxy left its socket");
+        assert!(
+            stockade_proxy::hand_over(std::os::fd::AsFd::as_fd(&end)).is_err(),
+            "an unused proxy still takes relayed connections"
+        );
         settle().await;
         assert_eq!(tasks(), 0, "the waiting task outlived its proxy");
         assert_eq!(threads(), before, "a dropped proxy started a thread");
@@ -71,7 +73,7 @@ fn main() {
         // A client queued before the runtime ever polled the waiting task,
         // dropped with the proxy: its connection ends, it is not left
         // hanging in a backlog nobody reads.
-        let proxy = Proxy::start(config(dir.path(), None)).unwrap();
+        let proxy = Proxy::start(config(None)).unwrap();
         let client = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
         drop(proxy);
         let mut client = tokio::net::TcpStream::from_std(nonblocking(client)).unwrap();
@@ -90,7 +92,7 @@ fn main() {
         // starts then (the backend's threads are counted out).
         let addr = backend();
         let with_backend = threads();
-        let proxy = Proxy::start(config(dir.path(), Some(addr))).unwrap();
+        let proxy = Proxy::start(config(Some(addr))).unwrap();
         let client = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
         let mut client = tokio::net::TcpStream::from_std(nonblocking(client)).unwrap();
         let request = format!(
@@ -125,6 +127,30 @@ fn main() {
             matches!(read, Ok(Ok(0) | Err(_))),
             "a waiting client of a dropped proxy: {read:?}"
         );
+        settle().await;
+        assert_eq!(tasks(), 0);
+
+        // A first client handed over by a relay, before the waiting task
+        // first runs: served the same way, on the thread it starts.
+        let proxy = Proxy::start(config(Some(addr))).unwrap();
+        let end = proxy.relay_end().unwrap().unwrap();
+        let client = stockade_proxy::hand_over(std::os::fd::AsFd::as_fd(&end)).unwrap();
+        client.set_nonblocking(true).unwrap();
+        let mut client = tokio::net::UnixStream::from_std(client).unwrap();
+        client.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            client.read_to_string(&mut response),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        assert!(proxy.is_serving());
+        assert_eq!(threads(), with_backend + 1, "the proxy thread");
+        drop(proxy);
+        assert_eq!(threads(), with_backend, "the proxy thread was not joined");
         settle().await;
         assert_eq!(tasks(), 0);
     }));

@@ -105,7 +105,7 @@ fn config(allowed: &[&str], names: &[(&str, SocketAddr)]) -> ProxyConfig {
             .iter()
             .map(|(n, a)| ((*n).to_owned(), vec![*a]))
             .collect::<HashMap<_, _>>(),
-        unix_dir: None,
+        relay: false,
     }
 }
 
@@ -388,12 +388,12 @@ fn an_unreachable_allowed_host_gets_502() {
 #[test]
 fn drop_stops_the_proxy() {
     let echo = Backend::start(false);
-    let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&["allowed.test", LO], &[("allowed.test", echo.addr)]);
-    cfg.unix_dir = Some(dir.path().to_owned());
+    cfg.relay = cfg!(target_os = "linux");
     let proxy = Proxy::start(cfg).unwrap();
     let port = proxy.port();
-    let sock = proxy.unix_path().map(ToOwned::to_owned);
+    #[cfg(target_os = "linux")]
+    let relay_end = proxy.relay_end().unwrap().unwrap();
     // An open tunnel does not keep it alive.
     let (mut tunnel, head, _) =
         send_connect(&proxy, &format!("allowed.test:{}", echo.addr.port()), None);
@@ -402,30 +402,35 @@ fn drop_stops_the_proxy() {
     assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
     let mut rest = Vec::new();
     assert!(matches!(tunnel.read_to_end(&mut rest), Ok(0) | Err(_)));
-    if let Some(sock) = sock {
-        assert!(!sock.exists(), "{} left behind", sock.display());
+    // A relay still holding its end can hand nothing over any more.
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsFd as _;
+        let handed = stockade_proxy::hand_over(relay_end.as_fd());
+        assert!(
+            handed.is_err(),
+            "a stopped proxy took a connection: {handed:?}"
+        );
     }
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 #[test]
-fn the_unix_socket_serves_the_same_proxy() {
-    use std::os::unix::net::UnixStream;
+fn a_relayed_connection_is_served_by_the_same_proxy() {
+    use std::os::fd::AsFd as _;
 
     let echo = Backend::start(false);
-    let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(
         &["allowed.test", LO],
         &[("allowed.test", echo.addr), ("denied.test", echo.addr)],
     );
-    cfg.unix_dir = Some(dir.path().to_owned());
+    cfg.relay = true;
     let proxy = Proxy::start(cfg).unwrap();
-    let path = proxy.unix_path().unwrap().to_owned();
-    assert_eq!(path, dir.path().join("proxy.sock"));
+    let end = proxy.relay_end().unwrap().unwrap();
     let token = proxy.run_token();
     let port = echo.addr.port();
 
-    let mut s = UnixStream::connect(&path).unwrap();
+    let mut s = stockade_proxy::hand_over(end.as_fd()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
@@ -437,7 +442,7 @@ fn the_unix_socket_serves_the_same_proxy() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert_tunnels(&mut s);
 
-    let mut s = UnixStream::connect(&path).unwrap();
+    let mut s = stockade_proxy::hand_over(end.as_fd()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
@@ -452,7 +457,51 @@ fn the_unix_socket_serves_the_same_proxy() {
     assert_eq!(proxy.allowed(&token), ["allowed.test"]);
     assert_eq!(proxy.refused(&token), ["denied.test"]);
     drop(proxy);
-    assert!(!path.exists());
+    assert!(stockade_proxy::hand_over(end.as_fd()).is_err());
+}
+
+/// Only a Unix stream socket handed over is served: a datagram that
+/// carries nothing, or a file, or a datagram socket, is dropped, and the
+/// next connection is served all the same.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_relay_datagram_without_a_stream_socket_is_dropped() {
+    use std::io::IoSlice;
+    use std::mem::MaybeUninit;
+    use std::os::fd::{AsFd as _, BorrowedFd};
+
+    fn send(end: BorrowedFd<'_>, fd: Option<BorrowedFd<'_>>) {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        let fds: Vec<BorrowedFd<'_>> = fd.into_iter().collect();
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !fds.is_empty() {
+            assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+        }
+        rustix::net::sendmsg(end, &[IoSlice::new(&[0])], &mut control, SendFlags::empty()).unwrap();
+    }
+
+    let mut cfg = config(&["allowed.test"], &[]);
+    cfg.relay = true;
+    let proxy = Proxy::start(cfg).unwrap();
+    let end = proxy.relay_end().unwrap().unwrap();
+    let file = std::fs::File::open("/etc/hostname").unwrap();
+    let (dgram, _other) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    send(end.as_fd(), None);
+    send(end.as_fd(), Some(file.as_fd()));
+    send(end.as_fd(), Some(dgram.as_fd()));
+    let mut s = stockade_proxy::hand_over(end.as_fd()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut line = [0u8; 12];
+    s.read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"HTTP/1.1 400");
+    // The file was never written or read as a connection.
+    assert!(
+        !std::fs::read_to_string("/etc/hostname")
+            .unwrap()
+            .contains("HTTP/1.1")
+    );
 }
 
 fn have_curl() -> bool {

@@ -433,7 +433,7 @@ fn proxy(allowed: &[&str], port: u16) -> Proxy {
     Proxy::start(ProxyConfig {
         allowed_hosts: stockade_core::net::parse_hosts(allowed).unwrap(),
         resolve: names(port),
-        unix_dir: None,
+        relay: false,
     })
     .unwrap()
 }
