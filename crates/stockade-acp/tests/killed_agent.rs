@@ -44,8 +44,7 @@ async fn a_call_cut_short_by_a_killed_agent_replays_as_failed() {
         };
         let config = w.dir.path().join("stockade.toml");
         let state = w.dir.path().join("state");
-        // No proxy: its socket directory would be under `nobody`'s
-        // inherited $HOME; the network is not what this is about.
+        // No proxy: the network is not what this is about.
         let binary = || {
             w.server_at(&SETUP, &config, &state, |t| {
                 t.replace("[policy]\n", "[policy]\nnetwork = \"deny\"\n")

@@ -71,8 +71,7 @@ async fn connection_end_leaves_nothing(mode: &'static str, backend: &str) {
         let backend_line = format!("backend = \"{backend}\"");
         let server = w
             .server_at(&setup, &config, &state, |t| {
-                // No proxy: its socket directory would be under `nobody`'s
-                // inherited $HOME; the network is not what this is about.
+                // No proxy: the network is not what this is about.
                 t.replace("backend = \"landlock\"", &backend_line)
                     .replace("[policy]\n", "[policy]\nnetwork = \"deny\"\n")
             })
