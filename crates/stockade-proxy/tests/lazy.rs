@@ -11,9 +11,8 @@ use std::time::Duration;
 
 mod common;
 
-use common::backend;
+use common::{assert_served, backend, exchange, request};
 use stockade_proxy::{Proxy, ProxyConfig, wait_on_runtime};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 fn config(backend: SocketAddr) -> ProxyConfig {
     ProxyConfig {
@@ -21,18 +20,6 @@ fn config(backend: SocketAddr) -> ProxyConfig {
         resolve: [("allowed.test".to_owned(), vec![backend])].into(),
         relay: false,
     }
-}
-
-fn request(backend: SocketAddr) -> String {
-    format!(
-        "GET http://allowed.test:{0}/ HTTP/1.1\r\nHost: allowed.test:{0}\r\nConnection: close\r\n\r\n",
-        backend.port()
-    )
-}
-
-fn assert_served(response: &str) {
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    assert!(response.ends_with("hello\n"), "{response}");
 }
 
 /// The request on an already connected client, without a runtime.
@@ -51,16 +38,7 @@ fn get(mut client: TcpStream, backend: SocketAddr) -> String {
 async fn get_async(client: TcpStream, backend: SocketAddr) -> String {
     client.set_nonblocking(true).unwrap();
     let mut client = tokio::net::TcpStream::from_std(client).unwrap();
-    client.write_all(request(backend).as_bytes()).await.unwrap();
-    let mut response = String::new();
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        client.read_to_string(&mut response),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    response
+    exchange(&mut client, &request(backend)).await
 }
 
 #[test]

@@ -12,7 +12,7 @@ mod common;
 
 use common::backend;
 use stockade_proxy::{Proxy, ProxyConfig, wait_on_runtime};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
 
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
@@ -95,21 +95,8 @@ fn main() {
         let proxy = Proxy::start(config(Some(addr))).unwrap();
         let client = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
         let mut client = tokio::net::TcpStream::from_std(nonblocking(client)).unwrap();
-        let request = format!(
-            "GET http://allowed.test:{0}/ HTTP/1.1\r\nHost: allowed.test:{0}\r\nConnection: close\r\n\r\n",
-            addr.port()
-        );
-        client.write_all(request.as_bytes()).await.unwrap();
-        let mut response = String::new();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            client.read_to_string(&mut response),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-        assert!(response.ends_with("hello\n"), "{response}");
+        let request = common::request(addr);
+        common::assert_served(&common::exchange(&mut client, &request).await);
         assert!(proxy.is_serving());
         assert_eq!(threads(), with_backend + 1, "the proxy thread");
 
@@ -137,16 +124,7 @@ fn main() {
         let client = stockade_proxy::hand_over(std::os::fd::AsFd::as_fd(&end)).unwrap();
         client.set_nonblocking(true).unwrap();
         let mut client = tokio::net::UnixStream::from_std(client).unwrap();
-        client.write_all(request.as_bytes()).await.unwrap();
-        let mut response = String::new();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            client.read_to_string(&mut response),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        common::assert_served(&common::exchange(&mut client, &request).await);
         assert!(proxy.is_serving());
         assert_eq!(threads(), with_backend + 1, "the proxy thread");
         drop(proxy);

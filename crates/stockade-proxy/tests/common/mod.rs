@@ -1,7 +1,11 @@
-//! What the lazy-proxy suites share: a backend behind the proxy.
+//! What the lazy-proxy suites share: a backend behind the proxy, the
+//! request a client sends it through the proxy, and the exchange.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
 /// An HTTP backend on 127.0.0.1 answering each connection once.
 pub fn backend() -> SocketAddr {
@@ -21,4 +25,33 @@ pub fn backend() -> SocketAddr {
         }
     });
     addr
+}
+
+/// The request a client sends through the proxy to `backend`.
+pub fn request(backend: SocketAddr) -> String {
+    format!(
+        "GET http://allowed.test:{0}/ HTTP/1.1\r\nHost: allowed.test:{0}\r\nConnection: close\r\n\r\n",
+        backend.port()
+    )
+}
+
+/// Sends `request` on `client`, awaited (the caller's runtime keeps
+/// running, as `wait_on_runtime` asks), and reads the whole answer.
+pub async fn exchange(client: &mut (impl AsyncRead + AsyncWrite + Unpin), request: &str) -> String {
+    client.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        client.read_to_string(&mut response),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    response
+}
+
+/// The backend's answer, relayed whole.
+pub fn assert_served(response: &str) {
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.ends_with("hello\n"), "{response}");
 }
