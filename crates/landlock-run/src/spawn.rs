@@ -179,59 +179,6 @@ mod tests {
         assert_eq!(mask("SigIgn:") & (1 << 12), 0, "{out}");
     }
 
-    /// The helper leg of the test below, run in a process of its own (the
-    /// test binary again) whose parent left it descriptors 3 and 7 open
-    /// without close-on-exec: only the placed 4 may reach the child.
-    #[test]
-    #[ignore = "a helper leg: run by the test below in a process of its own"]
-    fn stray_descriptor_helper() {
-        // Only as the helper (`--include-ignored` runs it bare too).
-        if std::env::var_os(STRAY_HELPER).is_none() {
-            return;
-        }
-        for n in [3, 7] {
-            let target = std::fs::read_link(format!("/proc/self/fd/{n}")).unwrap();
-            assert_eq!(target, Path::new("/etc/hostname"), "stray {n}");
-        }
-        let placed: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
-        let out = run(
-            "/bin/sh",
-            &[
-                "-c",
-                "for f in 3 4 5 7 8; do [ -e /proc/self/fd/$f ] && echo open $f; done; echo done",
-            ],
-            &[],
-            vec![(placed, 4)],
-        );
-        println!("CHILD SAW: {}", out.replace('\n', ","));
-    }
-
-    const STRAY_HELPER: &str = "LANDLOCK_RUN_SPAWN_STRAY_HELPER";
-
-    #[test]
-    fn a_descriptor_the_caller_holds_without_close_on_exec_never_reaches_the_child() {
-        // The strays are made in a helper process, never in this one, whose
-        // other tests' children would inherit them meanwhile.
-        let exe = std::env::current_exe().unwrap();
-        let out = std::process::Command::new("/bin/sh")
-            .args([
-                "-c",
-                "exec 3</etc/hostname 7</etc/hostname \"$0\" --exact spawn::tests::stray_descriptor_helper --ignored --nocapture --test-threads 1",
-            ])
-            .arg(&exe)
-            .env(STRAY_HELPER, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{text}");
-        let seen = text
-            .lines()
-            .find_map(|l| l.split_once("CHILD SAW: "))
-            .map(|(_, s)| s.to_owned())
-            .unwrap_or_else(|| panic!("the helper did not run: {text}"));
-        assert_eq!(seen, "open 4,done,", "{text}");
-    }
-
     #[test]
     fn a_failed_exec_is_the_error_and_a_relative_program_is_refused() {
         let spec = |program: &'static str| Spawn {

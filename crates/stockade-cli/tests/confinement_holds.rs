@@ -955,3 +955,56 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
         assert!(!ws.path().join(".husky/_/pre-commit").exists());
     }
 }
+
+/// A descriptor the caller of `stockade exec` leaks (open without
+/// close-on-exec: an agent's parent left it one) never reaches the
+/// command, on either backend, as root and as an unprivileged user: the
+/// spawn closes it before the runner starts, the launcher again before the
+/// command.
+#[test]
+fn a_descriptor_the_caller_leaks_never_reaches_the_command() {
+    let base = base();
+    for who in users() {
+        for backend in backends() {
+            let state = owned_dir(&base, "state-", who);
+            let ws = owned_dir(&base, "ws-", who);
+            let mut c = command_as(who, OsStr::new("/bin/sh"), state.path());
+            c.args([
+                "-c",
+                "exec 7</etc/hostname 9</etc/hostname; exec \"$@\"",
+                "sh",
+                env!("CARGO_BIN_EXE_stockade"),
+                "exec",
+                "--backend",
+                backend,
+                "--network",
+                "deny",
+                "--workspace",
+            ])
+            .arg(ws.path())
+            .args([
+                "--",
+                "/bin/sh",
+                "-c",
+                // The last entry is the glob's own directory descriptor,
+                // closed by then: its readlink fails.
+                "for f in /proc/self/fd/*; do t=$(readlink \"$f\") && echo \"${f##*/} $t\"; done; true",
+            ]);
+            let out = c.output().unwrap();
+            let seen = text(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{who:?} {backend}: {}",
+                text(&out.stderr)
+            );
+            assert!(
+                seen.lines().any(|l| l.starts_with("1 ")),
+                "{who:?} {backend}: {seen}"
+            );
+            assert!(
+                !seen.contains("/etc/hostname"),
+                "{who:?} {backend}: a leaked descriptor reached the command: {seen}"
+            );
+        }
+    }
+}
