@@ -13,7 +13,6 @@ use rustix::thread::{
     clear_ambient_capability_set, remove_capability_from_bounding_set, set_capabilities,
 };
 
-use crate::args::Net;
 use crate::plan::Plan;
 use crate::ruleset::restrict;
 use crate::status::{OrFail, fail};
@@ -23,15 +22,28 @@ use crate::sys;
 /// alone in close-fds mode below ABI 6), after the calls the syscall
 /// table refuses in every mode (io_uring, the mount family, ...).
 pub(crate) fn isolate(plan: &Plan) {
-    seccompiler::apply_filter(&crate::syscalls::always_program())
-        .or_fail("cannot install the seccomp syscall filter");
+    let programs = programs(plan).unwrap_or_else(|why| fail(why));
+    for (what, program) in &programs {
+        // Sets no_new_privs itself (already set by the ruleset).
+        seccompiler::apply_filter(program)
+            .or_fail(format_args!("cannot install the seccomp {what} filter"));
+    }
+}
+
+/// The seccomp programs `isolate` attaches for `plan`, in order, each
+/// with what it is: the same list bwrap loads when it runs the command
+/// itself (`crate::direct`), so the two cannot drift apart.
+pub(crate) fn programs(
+    plan: &Plan,
+) -> Result<Vec<(&'static str, seccompiler::BpfProgram)>, String> {
+    let mut out = vec![("syscall", crate::syscalls::always_program())];
     if plan.seccomp {
-        crate::socket_filter::install().or_fail("cannot install the seccomp socket filter");
+        out.push(("socket", crate::socket_filter::unix_program()?));
     }
-    if plan.net != Net::Host {
-        crate::socket_filter::install_net(plan)
-            .or_fail("cannot install the seccomp network filter");
+    if let Some(net) = crate::socket_filter::net_program(plan)? {
+        out.push(("network", net));
     }
+    Ok(out)
 }
 
 /// Root must not be able to undo the confinement: with its capabilities it

@@ -45,6 +45,8 @@ mod args;
 #[cfg(target_os = "linux")]
 mod bridge;
 #[cfg(target_os = "linux")]
+pub mod direct;
+#[cfg(target_os = "linux")]
 mod fds;
 #[cfg(target_os = "linux")]
 mod isolate;
@@ -83,11 +85,11 @@ mod syscalls;
 mod socket_filter {
     pub const SUPPORTED: bool = false;
 
-    pub fn install() -> Result<(), String> {
+    pub fn unix_program() -> Result<seccompiler::BpfProgram, String> {
         Err(format!("no filter for {}", std::env::consts::ARCH))
     }
 
-    pub fn install_net(_: &crate::plan::Plan) -> Result<(), String> {
+    pub fn net_program(_: &crate::plan::Plan) -> Result<Option<seccompiler::BpfProgram>, String> {
         Err(format!("no filter for {}", std::env::consts::ARCH))
     }
 }

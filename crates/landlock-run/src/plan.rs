@@ -45,6 +45,14 @@ pub(crate) fn kernel_abi() -> ABI {
 }
 
 pub(crate) fn plan(abi: ABI, allow_sockets: bool) -> Result<Plan, String> {
+    let mut plan = sockets_plan(abi, allow_sockets)?;
+    plan.supervised = crate::supervise::available().is_ok();
+    Ok(plan)
+}
+
+/// [`plan`] without asking whether the supervisor could run (a file read):
+/// close-fds mode and bwrap's own filters never supervise.
+pub(crate) fn sockets_plan(abi: ABI, allow_sockets: bool) -> Result<Plan, String> {
     let resolve_unix = abi >= ABI::V9;
     // Without resolve_unix the filter cannot tell one path from another,
     // so any --allow-socket leaves every pathname socket open (the caller
@@ -62,7 +70,7 @@ pub(crate) fn plan(abi: ABI, allow_sockets: bool) -> Result<Plan, String> {
         scoped: abi >= ABI::V6,
         resolve_unix,
         seccomp,
-        supervised: crate::supervise::available().is_ok(),
+        supervised: false,
         net: Net::Host,
         listen: Vec::new(),
         listen_supervised: false,

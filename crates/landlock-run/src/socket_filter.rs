@@ -58,7 +58,7 @@ fn err(e: impl std::fmt::Display) -> String {
 /// Outside a private namespace nothing may listen or accept: a
 /// listen() without bind() picks a port on every address, which a
 /// peer elsewhere could reach.
-pub(crate) fn install_net(plan: &crate::plan::Plan) -> Result<(), String> {
+pub(crate) fn net_program(plan: &crate::plan::Plan) -> Result<Option<BpfProgram>, String> {
     use crate::syscalls::families;
     let arg = |index, op, value| {
         SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
@@ -71,7 +71,7 @@ pub(crate) fn install_net(plan: &crate::plan::Plan) -> Result<(), String> {
     let listen = !plan.listen.is_empty();
     let no_listen = !plan.listen_supervised;
     let (kept, tcp_only, no_listen) = match plan.net {
-        crate::args::Net::Host => return Ok(()),
+        crate::args::Net::Host => return Ok(None),
         crate::args::Net::Deny if listen => (families::TCP, true, no_listen),
         crate::args::Net::Deny => (families::DENY, false, no_listen),
         crate::args::Net::Port(_) => (families::TCP, true, no_listen),
@@ -146,11 +146,10 @@ pub(crate) fn install_net(plan: &crate::plan::Plan) -> Result<(), String> {
     let eacces = SeccompAction::Errno(libc::EACCES as u32);
     let filter =
         SeccompFilter::new(socket_rules, SeccompAction::Allow, eacces, ARCH).map_err(err)?;
-    let program = BpfProgram::try_from(filter).map_err(err)?;
-    seccompiler::apply_filter(&program).map_err(err)
+    BpfProgram::try_from(filter).map(Some).map_err(err)
 }
 
-pub(crate) fn install() -> Result<(), String> {
+pub(crate) fn unix_program() -> Result<BpfProgram, String> {
     // Dword: the domain and type are C ints; the kernel ignores the
     // upper half of the register, so the filter must too.
     let arg = |index, op, value| {
@@ -175,7 +174,5 @@ pub(crate) fn install() -> Result<(), String> {
     // refused in every mode by the syscall table.
     let eacces = SeccompAction::Errno(libc::EACCES as u32);
     let filter = SeccompFilter::new(sockets, SeccompAction::Allow, eacces, ARCH).map_err(err)?;
-    let program = BpfProgram::try_from(filter).map_err(err)?;
-    // Sets no_new_privs itself (already set by the ruleset).
-    seccompiler::apply_filter(&program).map_err(err)
+    BpfProgram::try_from(filter).map_err(err)
 }

@@ -25,7 +25,7 @@ pub use mode::{
 pub use net::NetworkPolicy;
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
-    AfterRun, AfterRunHandle, AfterRunReport, BackendAttempt, Confined, Gap, NetworkLog,
+    AfterRun, AfterRunHandle, AfterRunReport, BackendAttempt, Confined, Direct, Gap, NetworkLog,
     NetworkLogHandle, PassFd, QuarantineReason, Quarantined, SANDBOX_UNAVAILABLE, SandboxProvider,
     SandboxUnavailable, SessionEndError, StatusChannel,
 };

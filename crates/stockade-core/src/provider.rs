@@ -58,6 +58,22 @@ pub struct Confined {
     /// alike): the provider's look, outside the sandbox, at what the run
     /// left that the host would later run (see [`AfterRun`]).
     pub after_run: Option<AfterRunHandle>,
+    /// The same confinement with the runner running the command itself
+    /// (bwrap without the launcher inside), one process fewer; `None`
+    /// where that would confine less on this host. For a run that needs
+    /// no report while the command runs and no terminal of its own: its
+    /// status channel carries the runner's report only once the command
+    /// has ended, and only a runner inside can make a terminal the
+    /// command's controlling one. Spawned at most once (its descriptors
+    /// are read to their end by the runner).
+    pub direct: Option<Direct>,
+}
+
+/// [`Confined::direct`]: spawn `argv` instead, with `pass_fds` placed too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Direct {
+    pub argv: Vec<OsString>,
+    pub pass_fds: Vec<PassFd>,
 }
 
 impl Confined {
@@ -82,6 +98,7 @@ impl Confined {
             read_only: Vec::new(),
             network_log: None,
             after_run: None,
+            direct: None,
         }
     }
 
@@ -137,6 +154,11 @@ impl Confined {
 
     pub fn with_after_run(mut self, audit: Option<AfterRunHandle>) -> Self {
         self.after_run = audit;
+        self
+    }
+
+    pub fn with_direct(mut self, direct: Option<Direct>) -> Self {
+        self.direct = direct;
         self
     }
 }

@@ -11,6 +11,14 @@
 //! The descriptor is close-on-exec, so a successful exec closes it and the
 //! command cannot append a record. No record at all means the runner died
 //! (or its outer layer, e.g. bwrap's own setup, failed) before it got there.
+//!
+//! bwrap running the command itself (no launcher inside) reports on the same
+//! descriptor in its own words (`--json-status-fd`): a JSON document per
+//! line, `exit-code` among them only once its `execvp` of the command
+//! succeeded (bwrap learns that from a close-on-exec pipe of its own) and
+//! the command has ended. That document is the started record. An `execvp`
+//! that failed leaves only bwrap's line on stderr
+//! ([`RunnerStatus::bwrap_exec_failure`]).
 
 /// The record written right before the command's exec.
 pub const STARTED: &str = "ok";
@@ -41,7 +49,7 @@ impl RunnerStatus {
         for line in bytes.split(|b| *b == b'\n') {
             let line = String::from_utf8_lossy(line);
             let line = line.trim_end_matches('\r');
-            if line == STARTED {
+            if line == STARTED || is_bwrap_exit_code(line) {
                 last = RunnerStatus::Started;
             } else if let Some(why) = line.strip_prefix(FAILED_PREFIX) {
                 last = RunnerStatus::Failed(why.to_owned());
@@ -71,6 +79,28 @@ impl RunnerStatus {
         )
     }
 
+    /// What bwrap's line for an `execvp` of the command that failed
+    /// (`bwrap: execvp PROG: REASON`, in the C locale bwrap never leaves)
+    /// means as the launcher's record: the shell's status and line. Only
+    /// for a run whose status channel carried no `exit-code`, so the line
+    /// is bwrap's, never the command's.
+    pub fn bwrap_exec_failure(line: &str) -> Option<RunnerStatus> {
+        let rest = line.strip_prefix("bwrap: execvp ")?;
+        let (program, reason) = rest.rsplit_once(": ")?;
+        let errno = match reason {
+            "No such file or directory" => Some(2),
+            "Not a directory" => Some(20),
+            "Permission denied" => Some(13),
+            "Exec format error" => Some(8),
+            _ => None,
+        };
+        let (code, message) = match errno {
+            Some(e) => Self::shell_exec_failure(program, e),
+            None => (126, format!("{program}: {reason}")),
+        };
+        Some(RunnerStatus::NotExecutable { code, message })
+    }
+
     /// How a shell reports an `execvp` of `program` that failed with
     /// `errno`: the exit status and the one line it prints.
     pub fn shell_exec_failure(program: &str, errno: i32) -> (i32, String) {
@@ -91,6 +121,11 @@ impl RunnerStatus {
             e => (126, format!("{program}: cannot execute (os error {e})")),
         }
     }
+}
+
+/// bwrap's `{ "exit-code": N }` document (see the module's notes).
+fn is_bwrap_exit_code(line: &str) -> bool {
+    line.trim_start().starts_with('{') && line.contains("\"exit-code\"")
 }
 
 #[cfg(test)]
@@ -135,6 +170,59 @@ mod tests {
             (126, "./x: Permission denied".into())
         );
         assert_eq!(RunnerStatus::shell_exec_failure("./x", 8).0, 126);
+    }
+
+    #[test]
+    fn bwraps_exit_code_is_the_started_record_and_its_pid_is_not() {
+        let pid = b"{ \"child-pid\": 7, \"pid-namespace\": 4026532176 }\n";
+        assert_eq!(RunnerStatus::parse(pid), RunnerStatus::Silent);
+        let both = [&pid[..], b"{ \"exit-code\": 1 }\n"].concat();
+        assert_eq!(RunnerStatus::parse(&both), RunnerStatus::Started);
+        // A torn document still counts, as a torn record does.
+        assert_eq!(
+            RunnerStatus::parse(b"{ \"exit-code\": 137 }"),
+            RunnerStatus::Started
+        );
+        assert_eq!(
+            RunnerStatus::parse(b"\"exit-code\": 0\n"),
+            RunnerStatus::Silent
+        );
+    }
+
+    #[test]
+    fn bwraps_execvp_line_is_the_shells_status() {
+        let not = |line: &str| RunnerStatus::bwrap_exec_failure(line);
+        assert_eq!(
+            not("bwrap: execvp nope: No such file or directory"),
+            Some(RunnerStatus::NotExecutable {
+                code: 127,
+                message: "nope: command not found".into()
+            })
+        );
+        assert_eq!(
+            not("bwrap: execvp /a: b/x: No such file or directory"),
+            Some(RunnerStatus::NotExecutable {
+                code: 127,
+                message: "/a: b/x: No such file or directory".into()
+            })
+        );
+        for (reason, code) in [
+            ("Not a directory", 127),
+            ("Permission denied", 126),
+            ("Exec format error", 126),
+            ("Text file busy", 126),
+        ] {
+            let Some(RunnerStatus::NotExecutable { code: c, message }) =
+                not(&format!("bwrap: execvp ./x: {reason}"))
+            else {
+                panic!("{reason}: not read as an exec failure");
+            };
+            assert_eq!(c, code, "{reason}");
+            assert!(message.starts_with("./x: "), "{message}");
+        }
+        // bwrap's other lines (its setup) are not this.
+        assert_eq!(not("bwrap: Can't mount proc on /newroot/proc"), None);
+        assert_eq!(not("execvp x: No such file or directory"), None);
     }
 
     #[test]

@@ -29,11 +29,101 @@ impl Rung for Bwrap<'_> {
                 "--allow-listen: the listener is on the sandbox's private loopback, which nothing on the host can reach (use the landlock backend for a dev server)",
             ));
         }
+        let direct = self.direct(&run.prepared, argv);
         let args = profile::bwrap_args(&run.prepared.profile, argv);
         Ok(self
             .0
-            .finish(Backend::Bwrap, policy, run, args, profile::BWRAP_DENIAL))
+            .finish(Backend::Bwrap, policy, run, args, profile::BWRAP_DENIAL)
+            .with_direct(direct))
     }
+}
+
+impl Bwrap<'_> {
+    /// The run with bwrap starting the command itself, where that confines
+    /// as much: under `deny` (a private network namespace, so abstract
+    /// sockets are the sandbox's own, and its pid namespace keeps every
+    /// signal inside: Landlock's scopes add nothing), without
+    /// `--allow-socket`, on a kernel whose
+    /// Unix-socket rules the launcher keeps in seccomp (below Landlock
+    /// ABI 9), with a bwrap that loads filters from descriptors. The
+    /// closer's three seccomp programs go to bwrap instead, built by the
+    /// launcher's own code. `None` keeps the closer; a filter that cannot
+    /// be built or handed over does too (the closer then says why).
+    #[cfg(target_os = "linux")]
+    fn direct(
+        &self,
+        prepared: &crate::confine::Prepared,
+        argv: &[OsString],
+    ) -> Option<stockade_core::Direct> {
+        let chain = self.0;
+        // `--allow-socket` keeps the closer: it opens each granted socket
+        // (a missing one fails the run, as under Landlock), which bwrap
+        // would not.
+        if !chain.selected.bwrap_direct
+            || prepared.profile.net != profile::ProfileNet::Deny
+            || prepared.profile.fd_closer.is_none()
+            || !prepared.profile.allow_sockets.is_empty()
+        {
+            return None;
+        }
+        let abi = chain.provider.host_facts().landlock_abi.unwrap_or(0);
+        let programs = landlock_run::direct::private_net_filters(abi, false).ok()??;
+        let first = prepared
+            .pass_fds
+            .iter()
+            .map(|p| p.child_fd + 1)
+            .max()
+            .unwrap_or(0)
+            .max(crate::confine::STATUS_FD + 1);
+        let pass_fds = (first..)
+            .zip(programs)
+            .map(|(child_fd, program)| {
+                Some(stockade_core::PassFd {
+                    child_fd,
+                    file: std::sync::Arc::new(filter_file(&program).ok()?),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let numbers = pass_fds.iter().map(|p| p.child_fd).collect();
+        let mut profile = prepared.profile.clone();
+        profile.direct_filters = Some(numbers);
+        Some(stockade_core::Direct {
+            argv: profile::with_runner(
+                chain.selected.runner.as_os_str(),
+                profile::bwrap_args(&profile, argv),
+            ),
+            pass_fds,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn direct(
+        &self,
+        _: &crate::confine::Prepared,
+        _: &[OsString],
+    ) -> Option<stockade_core::Direct> {
+        None
+    }
+}
+
+/// A sealed in-memory file holding `bytes`, at offset 0 for bwrap's read:
+/// nothing on disk a run could swap, and nothing can change it once made.
+#[cfg(target_os = "linux")]
+fn filter_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::io::{Seek, Write};
+    let fd = rustix::fs::memfd_create(
+        "stockade-seccomp",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.rewind()?;
+    rustix::fs::fcntl_add_seals(
+        &file,
+        SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+    )?;
+    Ok(file)
 }
 
 /// What bwrap enforces here beyond the file-write modes (the chain adds

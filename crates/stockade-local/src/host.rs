@@ -34,6 +34,14 @@ pub trait Host: Send + Sync {
     }
     /// The running kernel's Landlock ABI, `None` without Landlock.
     fn landlock_abi(&self) -> Option<u8>;
+    /// Whether the bwrap `runner` (as located) can run the command itself
+    /// with the launcher's filters: it loads seccomp programs from
+    /// descriptors (`--add-seccomp-fd`, bwrap 0.6) and reports a started
+    /// command on its status descriptor (`--json-status-fd`). `false`
+    /// keeps the launcher inside as its closer, which never confines less.
+    fn bwrap_runs_direct(&self, _runner: &Located) -> bool {
+        false
+    }
     /// Whether the Landlock launcher's supervisor (metadata and protected
     /// paths) can run here; why not otherwise.
     fn landlock_supervision(&self) -> Result<(), String> {

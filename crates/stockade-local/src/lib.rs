@@ -171,6 +171,9 @@ pub struct Selected {
     pub landlock_abi: Option<u8>,
     /// bwrap only: the launcher that closes inherited descriptors inside.
     pub fd_closer: Option<PathBuf>,
+    /// bwrap only: it can run the command itself, with the launcher's
+    /// filters loaded from descriptors ([`Host::bwrap_runs_direct`]).
+    pub bwrap_direct: bool,
     /// Every runner file this selection executes, with its stamp when it was
     /// selected: a runner that changes afterwards is refused, not run.
     pub stamps: Vec<(PathBuf, Option<String>)>,
@@ -402,6 +405,7 @@ impl LocalProvider {
                 enforcement: Enforcement::Full,
                 landlock_abi: None,
                 fd_closer: None,
+                bwrap_direct: false,
                 stamps: Vec::new(),
             }),
             linux @ (BackendPreference::Bwrap | BackendPreference::Landlock) => {
@@ -427,6 +431,7 @@ impl LocalProvider {
         located: Option<&Result<Located, String>>,
     ) -> Result<Selected, String> {
         let mut fd_closer = None;
+        let bwrap_direct = backend == Backend::Bwrap && self.host.bwrap_runs_direct(&runner);
         let (enforcement, landlock_abi) = match backend {
             Backend::Bwrap => {
                 // Without it bwrap would hand inherited fds to the command;
@@ -459,6 +464,7 @@ impl LocalProvider {
             enforcement,
             landlock_abi,
             fd_closer: fd_closer.map(|l| l.path),
+            bwrap_direct,
             stamps,
         })
     }

@@ -74,6 +74,36 @@ fn explicit(p: &Path, what: &str) -> Result<Located, String> {
     })
 }
 
+/// The options bwrap must have to run the command itself.
+const DIRECT_OPTIONS: [&[u8]; 2] = [b"--add-seccomp-fd", b"--json-status-fd"];
+
+/// A bwrap binary is tens of kilobytes; a file far larger is not read.
+const MAX_RUNNER_LEN: u64 = 16 << 20;
+
+/// Whether `runner`'s file, still the one it was located as (same stamp,
+/// looked at through the descriptor read), lists both of
+/// [`DIRECT_OPTIONS`] in its usage text. Any doubt is `false`.
+fn bwrap_options_listed(runner: &Located) -> bool {
+    let Ok(mut file) = fs::File::open(&runner.path) else {
+        return false;
+    };
+    let Ok(meta) = file.metadata() else {
+        return false;
+    };
+    if runner.stamp.as_deref() != Some(crate::confine::stamp_of(&meta).as_str())
+        || meta.len() > MAX_RUNNER_LEN
+    {
+        return false;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    if file.read_to_end(&mut bytes).is_err() {
+        return false;
+    }
+    DIRECT_OPTIONS
+        .iter()
+        .all(|o| bytes.windows(o.len()).any(|w| w == *o))
+}
+
 impl Host for LinuxHost {
     fn locate(&self, backend: Backend, s: &LocalSettings) -> Result<PathBuf, String> {
         self.locate_stamped(backend, s).map(|l| l.path)
@@ -113,6 +143,22 @@ impl Host for LinuxHost {
         let release = String::from_utf8_lossy(uname.release().to_bytes());
         let actions = fs::read_to_string(stockade_core::supervision::ACTIONS_AVAIL).ok();
         stockade_core::supervision::check(&release, actions.as_deref())
+    }
+
+    fn bwrap_runs_direct(&self, runner: &Located) -> bool {
+        // Once per runner file a process: its options are in its usage
+        // text, so reading it costs no exec (`bwrap --version` would cost
+        // a process per `stockade exec`, what running direct saves).
+        static SEEN: std::sync::Mutex<Vec<(Located, bool)>> = std::sync::Mutex::new(Vec::new());
+        let mut seen = SEEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, known)) = seen.iter().find(|(l, _)| l == runner) {
+            return *known;
+        }
+        let known = bwrap_options_listed(runner);
+        seen.push((runner.clone(), known));
+        known
     }
 
     fn landlock_abi(&self) -> Option<u8> {

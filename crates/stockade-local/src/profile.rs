@@ -127,6 +127,11 @@ pub struct LinuxProfile {
     /// Deny-read paths that exist, in the policy's order.
     pub deny_read: Vec<DenyMask>,
     pub net: ProfileNet,
+    /// bwrap running the command itself (`Confined::direct`): the
+    /// launcher's seccomp programs at these descriptors
+    /// (`--add-seccomp-fd`), bwrap's own status on `status_fd`
+    /// (`--json-status-fd`), and no closer.
+    pub direct_filters: Option<Vec<i32>>,
     /// `--allow-listen` ports under `deny` and `allow-listed`: landlock-run
     /// lets a listener use them on loopback only; bwrap's namespace is
     /// private, so they mean nothing there (the caller names the gap).
@@ -251,9 +256,29 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
             "--new-session",
             "--cap-drop",
             "ALL",
-            "--",
         ],
     );
+    if let Some(filters) = &p.direct_filters {
+        // What the closer would attach, attached by bwrap right before its
+        // execvp; the command's own variables set by bwrap too.
+        for fd in filters {
+            out.push("--add-seccomp-fd".into());
+            out.push(fd.to_string().into());
+        }
+        if let Some(fd) = p.status_fd {
+            out.push("--json-status-fd".into());
+            out.push(fd.to_string().into());
+        }
+        for (name, value) in &p.command_env {
+            out.push("--setenv".into());
+            out.push(name.clone());
+            out.push(value.clone());
+        }
+        out.push("--".into());
+        out.extend(argv.iter().cloned());
+        return out;
+    }
+    out.push("--".into());
     if let Some(closer) = &p.fd_closer {
         out.push(closer.as_os_str().to_owned());
         out.push("--close-fds".into());
@@ -471,6 +496,7 @@ mod tests {
             deny_read: vec![],
             net: ProfileNet::Host,
             allow_listen: Vec::new(),
+            direct_filters: None,
         }
     }
 

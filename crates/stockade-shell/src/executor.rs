@@ -373,7 +373,9 @@ impl SandboxedExecutor {
         self
     }
 
-    fn launch(&self, spec: &ShellSpec) -> Result<Launch, ShellError> {
+    /// `piped`: the caller must know the command started while it runs
+    /// (`spawn_piped`), which only a runner inside reports.
+    fn launch(&self, spec: &ShellSpec, piped: bool) -> Result<Launch, ShellError> {
         let policy = &spec.policy;
         let argv = self.interpreter.argv(&spec.request.command);
         let Some(mut sandbox) = policy.sandbox_policy() else {
@@ -395,16 +397,21 @@ impl SandboxedExecutor {
                 network: NetworkMode::Allow,
                 network_log: None,
                 after_run: None,
+                direct: false,
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
         sandbox.approval = spec.request.approval.clone();
         let confined = self.provider.confine(&argv, &sandbox)?;
+        // A terminal of its own is made the command's controlling one by
+        // a runner inside (`--ctty`).
+        let direct = !piped && spec.request.terminal.is_none();
         let (argv, wrap) = wrap_confined(
             policy.mode,
             sandbox.network.mode,
             confined,
             &self.interpreter.denial_signatures,
+            direct,
         );
         Ok(launch(spec, argv, Some(wrap), self.limits))
     }
@@ -414,14 +421,16 @@ impl SandboxedExecutor {
 /// plus the interpreter's own denial lines. The destructuring names every
 /// field, so a fact added to [`Confined`] fails to compile here until the
 /// spawner is told what to do with it, rather than being dropped.
+/// `direct_ok`: the run may take [`Confined::direct`] when there is one.
 fn wrap_confined(
     mode: SandboxMode,
     network: NetworkMode,
     confined: Confined,
     interpreter_denials: &[String],
+    direct_ok: bool,
 ) -> (Vec<OsString>, Wrap) {
     let Confined {
-        argv,
+        mut argv,
         backend,
         enforcement,
         mut denial_signatures,
@@ -435,7 +444,17 @@ fn wrap_confined(
         read_only,
         network_log,
         after_run,
+        direct,
     } = confined;
+    let mut pass_fds = pass_fds;
+    let direct = match direct.filter(|_| direct_ok) {
+        Some(d) => {
+            argv = d.argv;
+            pass_fds.extend(d.pass_fds);
+            true
+        }
+        None => false,
+    };
     denial_signatures.extend(interpreter_denials.iter().cloned());
     let wrap = Wrap {
         mode,
@@ -453,6 +472,7 @@ fn wrap_confined(
         network,
         network_log,
         after_run,
+        direct,
     };
     (argv, wrap)
 }
@@ -475,12 +495,12 @@ impl ShellExecutor for SandboxedExecutor {
     }
 
     fn run(&self, spec: ShellSpec) -> BoxFuture<'_, Result<ShellResult, ShellError>> {
-        let launch = self.launch(&spec);
+        let launch = self.launch(&spec, false);
         Box::pin(async move { run_launch(launch?).await })
     }
 
     fn start(&self, spec: ShellSpec) -> Result<JobHandle, ShellError> {
-        JobHandle::start(self.launch(&spec)?)
+        JobHandle::start(self.launch(&spec, false)?)
     }
 }
 
@@ -524,7 +544,7 @@ impl SandboxedExecutor {
         request: ShellRequest,
     ) -> Result<crate::PipedChild, ShellError> {
         let program = program_of(&self.interpreter, &request);
-        let launch = self.launch(&self.resolve(request))?;
+        let launch = self.launch(&self.resolve(request), true)?;
         crate::piped::start(launch, program).await
     }
 }

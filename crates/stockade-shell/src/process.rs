@@ -63,6 +63,9 @@ pub(crate) struct Wrap {
     pub network_log: Option<NetworkLogHandle>,
     /// The provider's audit, called once the run's tree has ended.
     pub after_run: Option<AfterRunHandle>,
+    /// The runner runs the command itself (`Confined::direct`): its own
+    /// line for an exec that failed is the launcher's record.
+    pub direct: bool,
 }
 
 /// Everything needed to spawn and read one process.
@@ -884,20 +887,48 @@ impl Running {
                 r.abort();
             }
         }
-        let exit = exit_facts(status);
+        let mut exit = exit_facts(status);
         let channel = self.launch.wrap.as_ref().and_then(|w| w.status);
+        let direct = self.launch.wrap.as_ref().is_some_and(|w| w.direct);
         let (stdout, stderr, verdict) = {
             let mut s = lock(&self.shared);
             let verdict = s.scanner.verdict(exit.code);
             let verdict = match channel {
                 None => verdict,
-                Some(_) => judge(
-                    RunnerStatus::parse(&s.status),
-                    verdict,
-                    s.scanner.first_runner_line(),
-                    &exit,
-                    !matches!(end, End::Exited(_)),
-                ),
+                Some(_) => {
+                    let mut reported = RunnerStatus::parse(&s.status);
+                    // bwrap running the command itself reports an exec
+                    // that failed only by its line and its status 1: the
+                    // shell's status instead, as the launcher's record.
+                    if direct
+                        && reported == RunnerStatus::Silent
+                        && exit.code == Some(1)
+                        && let Some(r @ RunnerStatus::NotExecutable { code, .. }) = s
+                            .scanner
+                            .first_runner_line()
+                            .and_then(RunnerStatus::bwrap_exec_failure)
+                    {
+                        // In the shell's words too, as the launcher says
+                        // it, after bwrap's own line.
+                        if let RunnerStatus::NotExecutable { message, .. } = &r {
+                            let line = format!("{message}\n");
+                            s.stderr.push(line.as_bytes());
+                            if self.launch.passthrough {
+                                use std::io::Write as _;
+                                let _ = std::io::stderr().write_all(line.as_bytes());
+                            }
+                        }
+                        exit.code = Some(code);
+                        reported = r;
+                    }
+                    judge(
+                        reported,
+                        verdict,
+                        s.scanner.first_runner_line(),
+                        &exit,
+                        !matches!(end, End::Exited(_)),
+                    )
+                }
             };
             let (refused, hosts) = s.scanner.network();
             let net_seen = (refused, hosts.to_vec());

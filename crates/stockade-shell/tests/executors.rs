@@ -257,6 +257,7 @@ impl SandboxProvider for OldLandlock {
             read_only: vec![],
             network_log: None,
             after_run: None,
+            direct: None,
         })
     }
 }

@@ -47,6 +47,7 @@ impl SandboxProvider for FakeRunner {
             read_only: vec![],
             network_log: None,
             after_run: None,
+            direct: None,
         })
     }
 }

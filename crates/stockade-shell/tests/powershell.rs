@@ -49,6 +49,7 @@ impl SandboxProvider for Refusing {
             read_only: vec![],
             network_log: None,
             after_run: None,
+            direct: None,
         })
     }
 }

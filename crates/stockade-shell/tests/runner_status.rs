@@ -147,6 +147,7 @@ impl SandboxProvider for ScriptRunner {
             read_only: vec![],
             network_log: None,
             after_run: None,
+            direct: None,
         })
     }
 }
