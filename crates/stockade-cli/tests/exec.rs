@@ -459,6 +459,90 @@ fn auto_falls_back_to_landlock_when_bwrap_is_unusable() {
     assert!(!s.outside.join("f").exists());
 }
 
+/// A fake bwrap that claims the options for running the command itself
+/// and behaves as `body` says (`$fd` is its `--json-status-fd`).
+fn fake_direct_bwrap(s: &Scratch, name: &str, body: &str) -> PathBuf {
+    let bin = s.dir.path().join(name);
+    fs::create_dir(&bin).unwrap();
+    let fake = bin.join("bwrap");
+    let script = format!(
+        "#!/bin/sh\n# --add-seccomp-fd FD  --json-status-fd FD\nfd=; prev=\nfor a; do [ \"$prev\" = --json-status-fd ] && fd=$a; prev=$a; done\n[ -n \"$fd\" ] || {{ echo 'not run direct' >&2; exit 99; }}\n{body}\n"
+    );
+    // Written by a child: a write fd held here while a parallel test forks
+    // would make the exec fail with ETXTBSY.
+    let wrote = Command::new("/bin/sh")
+        .args(["-c", "printf '%s' \"$2\" > \"$1\"", "sh"])
+        .arg(&fake)
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(wrote.success());
+    fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// bwrap running the command itself is told apart by its status channel
+/// alone: setup that failed before the exec is a runner failure (125, the
+/// line named, never the command's), an exec that failed is the command's
+/// 127 with the shell's words, and a run that reached `exit-code` is the
+/// command's whatever it printed. Fault injection: fake runners that print
+/// what a real one prints.
+#[test]
+fn bwrap_running_the_command_itself_is_judged_by_its_status() {
+    let s = scratch();
+    let marker = s.ws.join("ran");
+    let cases = [
+        (
+            "setup",
+            "echo 'bwrap: Can'\\''t mount proc on /newroot/proc: Operation not permitted' >&2; exit 1",
+            125,
+            "Can't mount proc",
+        ),
+        (
+            "pid-then-setup",
+            "eval \"echo '{ \\\"child-pid\\\": 7 }' >&$fd\"; echo 'bwrap: Can'\\''t find source path /x: No such file or directory' >&2; exit 1",
+            125,
+            "Can't find source path",
+        ),
+        (
+            "execvp",
+            "eval \"echo '{ \\\"child-pid\\\": 7 }' >&$fd\"; echo 'bwrap: execvp frob: No such file or directory' >&2; exit 1",
+            127,
+            "frob: command not found",
+        ),
+        (
+            "ran",
+            "eval \"echo '{ \\\"child-pid\\\": 7 }' >&$fd\"; echo 'bwrap: execvp frob: No such file or directory' >&2; eval \"echo '{ \\\"exit-code\\\": 1 }' >&$fd\"; exit 1",
+            1,
+            "bwrap: execvp frob",
+        ),
+    ];
+    for (name, body, code, says) in cases {
+        let bin = fake_direct_bwrap(&s, name, body);
+        let path = std::env::join_paths([bin.as_path(), Path::new("/usr/bin"), Path::new("/bin")])
+            .unwrap();
+        let out = stockade(&s)
+            .env("PATH", &path)
+            .args(["exec", "--backend", "bwrap", "--network", "deny"])
+            .args(["--", "/bin/sh", "-c", "touch \"$1\"", "sh"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+        assert_eq!(
+            err.contains("sandbox unavailable"),
+            code == 125,
+            "{name}: {err}"
+        );
+        if code != 127 {
+            assert!(!err.contains("command not found"), "{name}: {err}");
+        }
+        assert!(!marker.exists(), "{name}: nothing runs the command");
+    }
+}
+
 #[test]
 fn probe_reports_both_backends() {
     have_bwrap();
@@ -700,26 +784,35 @@ fn a_missing_or_unexecutable_command_exits_127_or_126() {
             assert!(out.status.success(), "{out:?}");
             assert!(verdict.exists(), "no verdict was cached");
         }
-        for mode in ["read-only", "workspace-write", "danger-full-access"] {
+        // Under deny bwrap runs the command itself: its exec failure is
+        // told by its own line, read as the launcher's record.
+        let runs = ["read-only", "workspace-write", "danger-full-access"]
+            .into_iter()
+            .flat_map(|m| ["allow-listed", "deny"].map(|n| (m, n)));
+        for (mode, network) in runs {
             for (prog, code, says) in [
                 ("no-such-command-xyz", 127, "command not found"),
                 ("./no-such-file", 127, "No such file or directory"),
                 ("./not-executable.sh", 126, "Permission denied"),
             ] {
                 let out = stockade(&s)
-                    .args(["exec", "--backend", backend, "--mode", mode, "--", prog])
+                    .args(["exec", "--backend", backend, "--mode", mode])
+                    .args(["--network", network, "--", prog])
                     .output()
                     .unwrap();
                 let err = String::from_utf8_lossy(&out.stderr);
                 assert_eq!(
                     out.status.code(),
                     Some(code),
-                    "{backend} {mode} {prog}: {err}"
+                    "{backend} {mode} {network} {prog}: {err}"
                 );
-                assert!(err.contains(says), "{backend} {mode} {prog}: {err}");
+                assert!(
+                    err.contains(says),
+                    "{backend} {mode} {network} {prog}: {err}"
+                );
                 assert!(
                     !err.contains("sandbox unavailable") && !err.contains("[sandbox:"),
-                    "{backend} {mode} {prog}: {err}"
+                    "{backend} {mode} {network} {prog}: {err}"
                 );
                 if backend == "auto" {
                     assert!(verdict.exists(), "{mode} {prog}: the verdict was forgotten");

@@ -35,6 +35,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 #[derive(Clone, Copy, Debug)]
 enum Leg {
     Confined(&'static str),
+    /// A backend under `--network deny`, where bwrap without a terminal
+    /// runs the command itself: with one, its closer must still be there
+    /// to make the terminal the command's controlling one.
+    Denied(&'static str),
     Unconfined,
 }
 
@@ -82,9 +86,12 @@ const OUTER: &str = "%OUTER%";
 fn exec_args(leg: Leg, p: &Place, argv: &[&str], outer: &Path) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec!["exec".into()];
     match leg {
-        Leg::Confined(b) => {
+        Leg::Confined(b) | Leg::Denied(b) => {
             a.extend(["--backend", b, "--mode", "workspace-write", "--workspace"].map(Into::into));
             a.push(p.ws.clone().into());
+            if let Leg::Denied(_) = leg {
+                a.extend(["--network", "deny"].map(Into::into));
+            }
         }
         Leg::Unconfined => a.extend(["--mode", "danger-full-access"].map(Into::into)),
     }
@@ -297,8 +304,9 @@ except OSError as e:
     print("OWN-STI=refused", e.errno, flush=True)
 ' "$1"
     "#;
+    let denied = common::backends().into_iter().map(Leg::Denied);
     for who in users() {
-        for leg in legs() {
+        for leg in legs().into_iter().chain(denied.clone()) {
             let p = place(who);
             let t = Term::start(
                 who,
@@ -323,7 +331,9 @@ except OSError as e:
                 // terminal is reachable there only as /dev/console, which
                 // bwrap binds to the terminal it was started on, the one
                 // stockade allocated.
-                Leg::Confined("bwrap") => assert_eq!(tty, "/dev/console", "{what}: {text:?}"),
+                Leg::Confined("bwrap") | Leg::Denied("bwrap") => {
+                    assert_eq!(tty, "/dev/console", "{what}: {text:?}")
+                }
                 _ => assert!(
                     tty.starts_with("/dev/pts/") && tty != outer_name,
                     "{what}: {text:?}"
@@ -344,7 +354,7 @@ except OSError as e:
             assert!(text.contains("opened-dev-tty"), "{what}: {text:?}");
             // Unconfined root keeps CAP_SYS_ADMIN, which TIOCSTI honours
             // on any terminal: that is what danger-full-access means.
-            if matches!(leg, Leg::Confined(_)) || who == Who::Nobody {
+            if matches!(leg, Leg::Confined(_) | Leg::Denied(_)) || who == Who::Nobody {
                 let outer_sti = line_value(&text, "OUTER-STI=");
                 assert!(outer_sti.starts_with("refused"), "{what}: {text:?}");
             }

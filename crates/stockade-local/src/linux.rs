@@ -367,3 +367,80 @@ pub(crate) fn kernel_landlock_abi() -> Option<u8> {
         abi => u8::try_from(abi as i32).ok(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn located(path: &Path) -> Located {
+        executable(path).unwrap()
+    }
+
+    fn write_runner(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        fs::write(&p, text).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_bwrap_is_run_direct_only_when_it_lists_both_options() {
+        let d = tempfile::tempdir().unwrap();
+        let both = write_runner(
+            d.path(),
+            "both",
+            "#!/bin/sh\n# --add-seccomp-fd FD\n# --json-status-fd FD\n",
+        );
+        let one = write_runner(d.path(), "one", "#!/bin/sh\n# --json-status-fd FD\n");
+        let none = write_runner(d.path(), "none", "#!/bin/sh\n# --seccomp FD\n");
+        assert!(bwrap_options_listed(&located(&both)));
+        assert!(!bwrap_options_listed(&located(&one)));
+        assert!(!bwrap_options_listed(&located(&none)));
+    }
+
+    #[test]
+    fn a_bwrap_changed_since_it_was_located_is_not_run_direct() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_runner(d.path(), "bwrap", "#!/bin/sh\n# --seccomp FD\n");
+        let before = located(&p);
+        // Replaced by one that lists both: the look that found it decides.
+        fs::remove_file(&p).unwrap();
+        write_runner(
+            d.path(),
+            "bwrap",
+            "#!/bin/sh\n# --add-seccomp-fd --json-status-fd\n",
+        );
+        assert!(!bwrap_options_listed(&before));
+        let gone = Located {
+            path: d.path().join("missing"),
+            stamp: before.stamp.clone(),
+        };
+        assert!(!bwrap_options_listed(&gone));
+        let unstamped = Located {
+            stamp: None,
+            ..located(&p)
+        };
+        assert!(!bwrap_options_listed(&unstamped));
+    }
+
+    #[test]
+    fn this_hosts_bwrap_runs_the_command_itself() {
+        let Some(found) = find_on_path("bwrap") else {
+            assert!(
+                stockade_testkit::require("bwrap", false),
+                "unreachable: require fails in CI"
+            );
+            return;
+        };
+        // bwrap 0.6 and later; every machine this runs on has 0.8.
+        assert!(
+            LinuxHost.bwrap_runs_direct(&found),
+            "{}",
+            found.path.display()
+        );
+        // Asked again, the same answer without reading it again.
+        assert!(LinuxHost.bwrap_runs_direct(&found));
+    }
+}

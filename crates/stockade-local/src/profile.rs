@@ -771,6 +771,64 @@ mod tests {
     }
 
     #[test]
+    fn bwrap_running_the_command_itself_loads_the_filters_and_reports_in_json() {
+        let direct = LinuxProfile {
+            net: ProfileNet::Deny,
+            direct_filters: Some(vec![8, 9, 10]),
+            ..ww_profile()
+        };
+        let b = bwrap_args(&direct, &cmd());
+        let b = strs(&b);
+        // No launcher inside: the command follows bwrap's `--`.
+        assert!(!b.contains(&"/opt/landlock-run") && !b.contains(&"--close-fds"));
+        let sep = b.iter().position(|a| *a == "--").unwrap();
+        assert_eq!(&b[sep + 1..], ["bash", "-c", "echo hi"]);
+        assert_eq!(b.iter().filter(|a| **a == "--").count(), 1);
+        let options = &b[..sep];
+        let loaded: Vec<&str> = options
+            .windows(2)
+            .filter(|w| w[0] == "--add-seccomp-fd")
+            .map(|w| w[1])
+            .collect();
+        assert_eq!(loaded, ["8", "9", "10"]);
+        assert!(options.windows(2).any(|w| w == ["--json-status-fd", "3"]));
+        assert!(!options.contains(&"--status-fd"));
+        // The loader's variables reach the command through bwrap.
+        assert!(
+            options
+                .windows(3)
+                .any(|w| w == ["--setenv", "LD_LIBRARY_PATH", "/work/ws/lib"])
+        );
+        // The mounts, namespaces and capabilities are the closer's run's.
+        let closer = bwrap_args(
+            &LinuxProfile {
+                direct_filters: None,
+                ..direct.clone()
+            },
+            &cmd(),
+        );
+        let closer = strs(&closer);
+        let closer_sep = closer.iter().position(|a| *a == "--").unwrap();
+        let bwrap_part = |args: &[&str]| -> Vec<String> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < args.len() {
+                match args[i] {
+                    "--add-seccomp-fd" | "--json-status-fd" => i += 2,
+                    "--setenv" => i += 3,
+                    a => {
+                        out.push(a.to_string());
+                        i += 1;
+                    }
+                }
+            }
+            out
+        };
+        assert_eq!(bwrap_part(options), bwrap_part(&closer[..closer_sep]));
+        assert!(options.contains(&"--unshare-net") && options.contains(&"--unshare-pid"));
+    }
+
+    #[test]
     fn a_root_tmpdir_never_widens_workspace_write() {
         let ww = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, "/work/ws");
         let roots = writable_roots(&ww, Some(Path::new("/")));

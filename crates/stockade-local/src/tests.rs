@@ -27,6 +27,8 @@ struct FakeHost {
     files: Vec<PathBuf>,
     /// The Landlock launcher's supervisor can run.
     supervised: bool,
+    /// bwrap loads filters from descriptors and reports in JSON.
+    bwrap_direct: bool,
 }
 
 impl FakeHost {
@@ -74,6 +76,9 @@ impl Host for FakeHost {
     }
     fn landlock_abi(&self) -> Option<u8> {
         self.abi
+    }
+    fn bwrap_runs_direct(&self, _: &Located) -> bool {
+        self.bwrap_direct
     }
     fn landlock_supervision(&self) -> Result<(), String> {
         if self.supervised {
@@ -786,6 +791,118 @@ fn bwrap_runs_the_fd_closer_inside_and_needs_it() {
         e.attempts[0].detail.contains("close inherited descriptors"),
         "{e}"
     );
+}
+
+/// bwrap runs the command itself only where that confines as much as its
+/// closer: under deny, without `--allow-socket`, below Landlock ABI 9, with
+/// a bwrap that loads filters; the closer's argv stays beside it for
+/// terminal and piped runs.
+#[cfg(target_os = "linux")]
+#[test]
+fn bwrap_runs_the_command_itself_only_where_it_confines_as_much() {
+    use std::io::Read as _;
+    use stockade_core::{NetworkMode, NetworkPolicy};
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap();
+    let deny = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &ws)
+        .with_network(NetworkPolicy::new(NetworkMode::Deny, vec![]));
+    let host = |direct: bool, abi: Option<u8>| {
+        let mut h = FakeHost::linux(true, true, abi);
+        h.bwrap_direct = direct;
+        h
+    };
+    let (p, _) = provider(
+        host(true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    let c = p.confine(&argv(), &deny).unwrap();
+    assert_eq!(c.backend, "bwrap");
+    let direct = c
+        .direct
+        .clone()
+        .expect("bwrap runs the command itself under deny");
+    let args: Vec<&str> = direct.argv.iter().map(|a| a.to_str().unwrap()).collect();
+    assert_eq!(args[0], "/usr/bin/bwrap");
+    assert!(!args.contains(&"/opt/stockade/landlock-run"), "{args:?}");
+    assert_eq!(&args[args.len() - 4..], ["--", "bash", "-c", "true"]);
+    // The closer's argv is still the run's for whoever needs it.
+    assert!(c.argv.iter().any(|a| a == "--close-fds"));
+    // Each filter is at a number of its own, above the status channel and
+    // every held root, and holds the launcher's own program.
+    let loaded: Vec<i32> = args
+        .windows(2)
+        .filter(|w| w[0] == "--add-seccomp-fd")
+        .map(|w| w[1].parse().unwrap())
+        .collect();
+    let placed: Vec<i32> = direct.pass_fds.iter().map(|f| f.child_fd).collect();
+    assert_eq!(loaded, placed);
+    let held_max = c.pass_fds.iter().map(|f| f.child_fd).max().unwrap();
+    assert!(placed.iter().all(|n| *n > held_max && *n > 3), "{placed:?}");
+    let programs = landlock_run::direct::private_net_filters(7, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(programs.len(), direct.pass_fds.len());
+    for (f, want) in direct.pass_fds.iter().zip(&programs) {
+        let mut got = Vec::new();
+        (&*f.file).read_to_end(&mut got).unwrap();
+        assert_eq!(&got, want);
+        // Sealed: nothing can change what bwrap will read.
+        let seals = rustix::fs::fcntl_get_seals(&*f.file).unwrap();
+        assert!(seals.contains(rustix::fs::SealFlags::WRITE | rustix::fs::SealFlags::SEAL));
+    }
+
+    // Every other case keeps the closer.
+    let ro_deny = ro().with_network(NetworkPolicy::new(NetworkMode::Deny, vec![]));
+    let (p, _) = provider(
+        host(false, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    assert_eq!(
+        p.confine(&argv(), &deny).unwrap().direct,
+        None,
+        "an old bwrap"
+    );
+    let (p, _) = provider(
+        host(true, Some(9)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    assert_eq!(p.confine(&argv(), &deny).unwrap().direct, None, "ABI 9");
+    let (p, _) = provider(
+        host(true, Some(7)),
+        LocalSettings::default(),
+        Platform::Linux,
+    );
+    assert_eq!(
+        p.confine(&argv(), &ro()).unwrap().direct,
+        None,
+        "the host network"
+    );
+    assert!(
+        p.confine(&argv(), &ro_deny).unwrap().direct.is_some(),
+        "read-only"
+    );
+    let sockets = LocalSettings {
+        allow_sockets: vec!["/run/a.sock".into()],
+        ..Default::default()
+    };
+    let (p, _) = provider(host(true, Some(7)), sockets, Platform::Linux);
+    assert_eq!(
+        p.confine(&argv(), &deny).unwrap().direct,
+        None,
+        "--allow-socket"
+    );
+    let (p, _) = provider(
+        host(true, Some(7)),
+        LocalSettings {
+            backend: BackendPreference::Landlock,
+            ..Default::default()
+        },
+        Platform::Linux,
+    );
+    assert_eq!(p.confine(&argv(), &deny).unwrap().direct, None, "landlock");
 }
 
 #[test]
