@@ -134,10 +134,19 @@ mod linux {
                     placed.push((null(), n));
                 }
             }
+            // The run the SDK takes: bwrap running the command itself
+            // where the provider offers that (its filters read from the
+            // start each time: this row reuses one wrap).
+            let direct = self.confined.direct.as_ref();
+            let extra = direct.map(|d| d.pass_fds.as_slice()).unwrap_or_default();
+            for p in extra {
+                std::io::Seek::rewind(&mut &*p.file).unwrap();
+            }
             placed.extend(
                 self.confined
                     .pass_fds
                     .iter()
+                    .chain(extra)
                     .map(|p| (p.file.try_clone().unwrap().into(), p.child_fd)),
             );
             let mut status = None;
@@ -147,7 +156,7 @@ mod linux {
                 status = Some(r);
             }
             let code = spawn_wait(
-                &self.confined.argv,
+                direct.map_or(&self.confined.argv, |d| &d.argv),
                 self.env.clone(),
                 &self.sandbox.workdir,
                 placed,
