@@ -777,9 +777,9 @@ const AUDIT_ARCH: u32 = 0;
 /// x32 calls report the x86_64 architecture with this bit in the number.
 /// Nothing here decodes them, so every one is refused (ENOSYS).
 #[cfg(target_arch = "x86_64")]
-const X32_BIT: Option<u32> = Some(0x4000_0000);
+pub(crate) const X32_BIT: Option<u32> = Some(0x4000_0000);
 #[cfg(not(target_arch = "x86_64"))]
-const X32_BIT: Option<u32> = None;
+pub(crate) const X32_BIT: Option<u32> = None;
 
 fn insn(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
     seccompiler::sock_filter { code, jt, jf, k }
@@ -793,7 +793,26 @@ fn insn(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
 /// chain of ~70 refused numbers cost bwrap a quarter of a millisecond to
 /// load (measured), and every call not in that cache walked the chain.
 pub fn always_program() -> seccompiler::BpfProgram {
-    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
+    let refused: Vec<(u32, u32)> = numbers(|v| matches!(v, Verdict::Refuse(_)))
+        .into_iter()
+        .filter_map(|(nr, v)| match (u32::try_from(nr), v) {
+            (Ok(nr), Verdict::Refuse(e)) => Some((nr, errno(e))),
+            _ => None,
+        })
+        .collect();
+    refusing_program(refused)
+}
+
+/// seccomp's return value for refusing a call with `e`.
+pub(crate) fn errno(e: i32) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA)
+}
+
+/// A program that returns each listed number's action and allows every
+/// other: another architecture's entry is killed, and every x32 number
+/// (which nothing here decodes) is refused with ENOSYS; then a binary
+/// search of `actions`.
+pub(crate) fn refusing_program(mut actions: Vec<(u32, u32)>) -> seccompiler::BpfProgram {
     let mut p = vec![
         insn(bpf::LD_ABS_W, 0, 0, 4),
         insn(bpf::JEQ_K, 1, 0, AUDIT_ARCH),
@@ -804,16 +823,9 @@ pub fn always_program() -> seccompiler::BpfProgram {
         p.push(insn(bpf::JGE_K, 0, 1, bit));
         p.push(insn(bpf::RET_K, 0, 0, errno(libc::ENOSYS)));
     }
-    let mut refused: Vec<(u32, u32)> = numbers(|v| matches!(v, Verdict::Refuse(_)))
-        .into_iter()
-        .filter_map(|(nr, v)| match (u32::try_from(nr), v) {
-            (Ok(nr), Verdict::Refuse(e)) => Some((nr, errno(e))),
-            _ => None,
-        })
-        .collect();
-    refused.sort_unstable();
-    refused.dedup_by_key(|(nr, _)| *nr);
-    p.extend(bpf::search(&refused, libc::SECCOMP_RET_ALLOW));
+    actions.sort_unstable();
+    actions.dedup_by_key(|(nr, _)| *nr);
+    p.extend(bpf::search(&actions, libc::SECCOMP_RET_ALLOW));
     p
 }
 
@@ -899,8 +911,11 @@ pub mod families {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// This build's `seccomp_data.arch`, for other modules' emulated runs.
+    pub(crate) const AUDIT_ARCH_FOR_TESTS: u32 = AUDIT_ARCH;
 
     const LISTS: [(&str, &str); 2] = [
         ("x86_64", include_str!("syscalls/x86_64.txt")),
@@ -972,7 +987,7 @@ mod tests {
 
     /// Runs `p` as the kernel would on one call (only the instructions
     /// the refusing program uses): its return value.
-    fn run(p: &[seccompiler::sock_filter], arch: u32, nr: u32) -> u32 {
+    pub(crate) fn run(p: &[seccompiler::sock_filter], arch: u32, nr: u32) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
         loop {
@@ -992,7 +1007,6 @@ mod tests {
     #[test]
     fn the_refusing_program_answers_every_number_as_the_table_says() {
         let p = always_program();
-        let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
         let table: std::collections::HashMap<u32, Verdict> = numbers(|_| true)
             .into_iter()
             .map(|(nr, v)| (u32::try_from(nr).unwrap(), v))

@@ -163,13 +163,6 @@ const ARCH: TargetArch = TargetArch::x86_64;
 #[cfg(target_arch = "aarch64")]
 const ARCH: TargetArch = TargetArch::aarch64;
 
-/// x32 calls pass the architecture check with their own numbering (the x32
-/// bit; ioctl is 514 there). The supervisor does not decode them: refused.
-#[cfg(target_arch = "x86_64")]
-const X32: Option<(i64, i64)> = Some((0x4000_0000, 514));
-#[cfg(target_arch = "aarch64")]
-const X32: Option<(i64, i64)> = None;
-
 pub fn lookup(nr: i64) -> Option<Sys> {
     if nr == libc::SYS_listen && crate::syscalls::listen_governed() {
         return Some(Sys::Listen);
@@ -326,39 +319,24 @@ pub fn notify_program() -> Result<BpfProgram, String> {
 /// (chroot, io_uring, the mount family, ...) is installed before these by
 /// `isolate`.
 pub fn refusing_programs() -> Result<Vec<BpfProgram>, String> {
-    let undecoded: Vec<i64> = crate::syscalls::numbers(|v| v == Verdict::Undecoded)
+    // The undecoded calls, and every x32 number (the x32 numbers of the
+    // governed, observed and socket calls would pass the notifying filter
+    // un-notified): one search, not a chain, which the kernel would walk
+    // once per syscall number when it is attached (see
+    // `syscalls::always_program`).
+    let undecoded: Vec<(u32, u32)> = crate::syscalls::numbers(|v| v == Verdict::Undecoded)
         .into_iter()
-        .map(|(nr, _)| nr)
+        .filter_map(|(nr, _)| u32::try_from(nr).ok())
+        .map(|nr| (nr, crate::syscalls::errno(libc::ENOSYS)))
         .collect();
-    let mut enosys = BTreeMap::new();
-    for nr in &undecoded {
-        enosys.insert(*nr, vec![]);
-    }
-    if let Some((bit, x32_ioctl)) = X32 {
-        for (nr, _) in GOVERNED {
-            enosys.insert(bit | nr, vec![]);
-        }
-        enosys.insert(bit | x32_ioctl, vec![]);
-        // Their x32 numbers would pass the notifying filter un-notified.
-        for nr in governed_sockets() {
-            enosys.insert(bit | nr, vec![]);
-        }
-        for (nr, _) in OBSERVED {
-            enosys.insert(bit | nr, vec![]);
-        }
-        for nr in &undecoded {
-            enosys.insert(bit | nr, vec![]);
-        }
-    }
     let mut eperm = BTreeMap::new();
     eperm.insert(libc::SYS_ioctl, ioctl_rules(&IOCTLS_REFUSED)?);
-    let mut out = Vec::new();
-    for (rules, errno) in [(enosys, libc::ENOSYS), (eperm, libc::EPERM)] {
-        let action = SeccompAction::Errno(errno as u32);
-        let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, ARCH).map_err(err)?;
-        out.push(BpfProgram::try_from(filter).map_err(err)?);
-    }
-    Ok(out)
+    let action = SeccompAction::Errno(libc::EPERM as u32);
+    let filter = SeccompFilter::new(eperm, SeccompAction::Allow, action, ARCH).map_err(err)?;
+    Ok(vec![
+        crate::syscalls::refusing_program(undecoded),
+        BpfProgram::try_from(filter).map_err(err)?,
+    ])
 }
 
 #[cfg(test)]
@@ -419,6 +397,46 @@ mod tests {
         let undecoded = crate::syscalls::numbers(|v| v == Verdict::Undecoded);
         assert!(undecoded.iter().any(|n| n.0 == libc::SYS_openat2));
         assert_eq!(undecoded.len(), 4);
+    }
+
+    /// Every undecoded call and every x32 number (the governed ones'
+    /// included, which the notifying filter would not see) is refused;
+    /// every other call passes this program.
+    #[test]
+    fn the_refusing_program_covers_the_undecoded_and_every_x32_number() {
+        let p = &refusing_programs().unwrap()[0];
+        let undecoded: Vec<u32> = crate::syscalls::numbers(|v| v == Verdict::Undecoded)
+            .into_iter()
+            .map(|(nr, _)| u32::try_from(nr).unwrap())
+            .collect();
+        let enosys = crate::syscalls::errno(libc::ENOSYS);
+        let arch = crate::syscalls::tests::AUDIT_ARCH_FOR_TESTS;
+        for nr in 0..2048u32 {
+            let want = if undecoded.contains(&nr) {
+                enosys
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(crate::syscalls::tests::run(p, arch, nr), want, "{nr}");
+            // x32 calls pass the architecture check with their own
+            // numbering (ioctl is 514 there): nothing decodes them.
+            if let Some(bit) = crate::syscalls::X32_BIT {
+                let x32 = bit | nr;
+                assert_eq!(
+                    crate::syscalls::tests::run(p, arch, x32),
+                    enosys,
+                    "x32 {nr}"
+                );
+            }
+        }
+        for (nr, _) in GOVERNED {
+            let nr = u32::try_from(*nr).unwrap();
+            assert_eq!(
+                crate::syscalls::tests::run(p, arch, nr),
+                libc::SECCOMP_RET_ALLOW,
+                "{nr} is the notifying filter's"
+            );
+        }
     }
 
     #[test]
