@@ -781,7 +781,7 @@ pub(crate) const X32_BIT: Option<u32> = Some(0x4000_0000);
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) const X32_BIT: Option<u32> = None;
 
-fn insn(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
+pub(crate) fn insn(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
     seccompiler::sock_filter { code, jt, jf, k }
 }
 
@@ -813,12 +813,7 @@ pub(crate) fn errno(e: i32) -> u32 {
 /// (which nothing here decodes) is refused with ENOSYS; then a binary
 /// search of `actions`.
 pub(crate) fn refusing_program(mut actions: Vec<(u32, u32)>) -> seccompiler::BpfProgram {
-    let mut p = vec![
-        insn(bpf::LD_ABS_W, 0, 0, 4),
-        insn(bpf::JEQ_K, 1, 0, AUDIT_ARCH),
-        insn(bpf::RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
-        insn(bpf::LD_ABS_W, 0, 0, 0),
-    ];
+    let mut p = arch_check();
     if let Some(bit) = X32_BIT {
         p.push(insn(bpf::JGE_K, 0, 1, bit));
         p.push(insn(bpf::RET_K, 0, 0, errno(libc::ENOSYS)));
@@ -829,13 +824,27 @@ pub(crate) fn refusing_program(mut actions: Vec<(u32, u32)>) -> seccompiler::Bpf
     p
 }
 
-/// Classic BPF for seccomp, as far as the refusing program needs it.
-mod bpf {
-    pub(super) const LD_ABS_W: u16 = 0x20;
-    pub(super) const JEQ_K: u16 = 0x15;
-    pub(super) const JGE_K: u16 = 0x35;
-    pub(super) const JA: u16 = 0x05;
-    pub(super) const RET_K: u16 = 0x06;
+/// Every program's start: a call made through another architecture's
+/// entry kills the process (its numbers mean other calls); then the
+/// call's number is loaded.
+pub(crate) fn arch_check() -> Vec<seccompiler::sock_filter> {
+    vec![
+        insn(bpf::LD_ABS_W, 0, 0, 4),
+        insn(bpf::JEQ_K, 1, 0, AUDIT_ARCH),
+        insn(bpf::RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
+        insn(bpf::LD_ABS_W, 0, 0, 0),
+    ]
+}
+
+/// Classic BPF for seccomp, as far as stockade's hand-written programs
+/// need it.
+pub(crate) mod bpf {
+    pub(crate) const LD_ABS_W: u16 = 0x20;
+    pub(crate) const JEQ_K: u16 = 0x15;
+    pub(crate) const JGE_K: u16 = 0x35;
+    pub(crate) const JSET_K: u16 = 0x45;
+    pub(crate) const JA: u16 = 0x05;
+    pub(crate) const RET_K: u16 = 0x06;
 
     /// Past this many numbers a range is split (a chain of this length
     /// costs no more than the split).
@@ -846,7 +855,7 @@ mod bpf {
     /// number. Every path ends in a return, so pieces are laid one after
     /// another; each jump is forward and within its piece, and one beyond
     /// a conditional jump's 8-bit reach goes through an unconditional one.
-    pub(super) fn search(sorted: &[(u32, u32)], otherwise: u32) -> Vec<seccompiler::sock_filter> {
+    pub(crate) fn search(sorted: &[(u32, u32)], otherwise: u32) -> Vec<seccompiler::sock_filter> {
         if sorted.len() <= LEAF {
             let mut out = Vec::with_capacity(sorted.len() * 2 + 1);
             for (nr, action) in sorted {
@@ -985,18 +994,47 @@ pub(crate) mod tests {
         assert!(p.len() < 4096);
     }
 
-    /// Runs `p` as the kernel would on one call (only the instructions
-    /// the refusing program uses): its return value.
+    /// Runs `p` as the kernel would on one call: its return value.
     pub(crate) fn run(p: &[seccompiler::sock_filter], arch: u32, nr: u32) -> u32 {
+        run_with(p, arch, nr, [0; 6])
+    }
+
+    /// `run` with the call's arguments (little-endian `seccomp_data`):
+    /// the instructions stockade's programs and seccompiler's use.
+    pub(crate) fn run_with(
+        p: &[seccompiler::sock_filter],
+        arch: u32,
+        nr: u32,
+        args: [u64; 6],
+    ) -> u32 {
+        let word = |off: u32| -> u32 {
+            match off {
+                0 => nr,
+                4 => arch,
+                o if (16..64).contains(&o) && o % 4 == 0 => {
+                    let a = args[((o - 16) / 8) as usize];
+                    if o % 8 == 0 {
+                        a as u32
+                    } else {
+                        (a >> 32) as u32
+                    }
+                }
+                o => panic!("unexpected load at {o}"),
+            }
+        };
         let mut acc = 0u32;
         let mut pc = 0usize;
         loop {
             let i = &p[pc];
             pc += 1;
+            let jump = |c: bool| usize::from(if c { i.jt } else { i.jf });
             match i.code {
-                bpf::LD_ABS_W => acc = if i.k == 4 { arch } else { nr },
-                bpf::JEQ_K => pc += usize::from(if acc == i.k { i.jt } else { i.jf }),
-                bpf::JGE_K => pc += usize::from(if acc >= i.k { i.jt } else { i.jf }),
+                bpf::LD_ABS_W => acc = word(i.k),
+                bpf::JEQ_K => pc += jump(acc == i.k),
+                bpf::JGE_K => pc += jump(acc >= i.k),
+                0x25 => pc += jump(acc > i.k),
+                bpf::JSET_K => pc += jump(acc & i.k != 0),
+                0x54 => acc &= i.k,
                 bpf::JA => pc += i.k as usize,
                 bpf::RET_K => return i.k,
                 c => panic!("unexpected instruction {c:#x}"),

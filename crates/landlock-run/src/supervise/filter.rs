@@ -231,37 +231,6 @@ fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Strin
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(err)
 }
 
-/// Opens that may write, create or truncate: anything with a write access
-/// mode, O_CREAT or O_TRUNC, unless O_PATH makes the kernel ignore them; and
-/// every O_TMPFILE (which the kernel honours even with O_PATH).
-fn open_rules(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
-    let masked = |bit: u64| cond(flags_arg, SeccompCmpOp::MaskedEq(bit), bit);
-    let no_path = || cond(flags_arg, SeccompCmpOp::MaskedEq(O_PATH), 0);
-    let mut rules = Vec::new();
-    for bit in [O_WRONLY, O_RDWR, O_CREAT, O_TRUNC] {
-        rules.push(SeccompRule::new(vec![no_path()?, masked(bit)?]).map_err(err)?);
-    }
-    rules.push(SeccompRule::new(vec![masked(O_TMPFILE_BIT)?]).map_err(err)?);
-    Ok(rules)
-}
-
-/// Every open that can read (when reads are governed, see
-/// `crate::syscalls::reads_governed`): all but O_PATH (which reads nothing;
-/// reopening such a descriptor through /proc is an open of its own), and
-/// every O_TMPFILE as above.
-fn read_open_rules(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
-    let no_path = cond(flags_arg, SeccompCmpOp::MaskedEq(O_PATH), 0)?;
-    let tmpfile = cond(
-        flags_arg,
-        SeccompCmpOp::MaskedEq(O_TMPFILE_BIT),
-        O_TMPFILE_BIT,
-    )?;
-    Ok(vec![
-        SeccompRule::new(vec![no_path]).map_err(err)?,
-        SeccompRule::new(vec![tmpfile]).map_err(err)?,
-    ])
-}
-
 fn ioctl_rules(cmds: &[u32]) -> Result<Vec<SeccompRule>, String> {
     cmds.iter()
         .map(|c| SeccompRule::new(vec![cond(1, SeccompCmpOp::Eq, u64::from(*c))?]).map_err(err))
@@ -269,48 +238,108 @@ fn ioctl_rules(cmds: &[u32]) -> Result<Vec<SeccompRule>, String> {
 }
 
 /// The notifying program: each governed call (with its register
-/// conditions) goes to the supervisor; everything else is allowed.
+/// conditions) goes to the supervisor; everything else is allowed. A
+/// binary search of the numbers (see `syscalls::always_program` for why
+/// not a chain), whose leaves for an open or an ioctl jump to the test of
+/// its flags or command.
 pub fn notify_program() -> Result<BpfProgram, String> {
-    let mut rules = BTreeMap::new();
+    Ok(notify_program_for(
+        crate::syscalls::reads_governed(),
+        &governed_sockets(),
+    ))
+}
+
+/// What an open or ioctl leaf tests before notifying.
+#[derive(Clone, Copy)]
+enum Test {
+    /// `open_rules` on this argument.
+    Writes(u32),
+    /// `read_open_rules` on this argument.
+    Reads(u32),
+    Ioctl,
+}
+
+fn notify_program_for(reads: bool, sockets: &[i64]) -> BpfProgram {
+    use crate::syscalls::bpf::{JA, JEQ_K, JSET_K, LD_ABS_W, RET_K};
+    use crate::syscalls::insn;
+    const NOTIFY: u32 = libc::SECCOMP_RET_USER_NOTIF;
+    const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+    // Leaves that test first are marked with these returns, then made
+    // jumps to their tests (which follow the search).
+    const MARKS: u32 = libc::SECCOMP_RET_TRACE | MARK;
+    let mut tests: Vec<Test> = Vec::new();
+    let mut mark = |t: Test| {
+        tests.push(t);
+        MARKS + u32::try_from(tests.len() - 1).unwrap_or(0)
+    };
+    let mut leaves = Vec::new();
     for (nr, sys) in GOVERNED {
-        let reads = crate::syscalls::reads_governed();
-        let chain = match sys {
-            Sys::Open if reads => read_open_rules(1)?,
-            Sys::Openat if reads => read_open_rules(2)?,
-            Sys::Open => open_rules(1)?,
-            Sys::Openat => open_rules(2)?,
-            Sys::Ioctl => ioctl_rules(&[FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR])?,
-            _ => vec![],
+        let action = match sys {
+            Sys::Open if reads => mark(Test::Reads(1)),
+            Sys::Openat if reads => mark(Test::Reads(2)),
+            Sys::Open => mark(Test::Writes(1)),
+            Sys::Openat => mark(Test::Writes(2)),
+            Sys::Ioctl => mark(Test::Ioctl),
+            _ => NOTIFY,
         };
-        rules.insert(*nr, chain);
+        leaves.push((*nr, action));
     }
-    for nr in governed_sockets() {
-        rules.insert(nr, vec![]);
-    }
-    for (nr, _) in OBSERVED {
-        rules.insert(*nr, vec![]);
-    }
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Trace(MARK),
-        ARCH,
-    )
-    .map_err(err)?;
-    let mut program = BpfProgram::try_from(filter).map_err(err)?;
-    let marked = libc::SECCOMP_RET_TRACE | MARK;
-    let mut rewritten = 0;
-    for insn in &mut program {
-        // BPF_RET | BPF_K
-        if insn.code == 0x06 && insn.k == marked {
-            insn.k = libc::SECCOMP_RET_USER_NOTIF;
-            rewritten += 1;
+    leaves.extend(sockets.iter().map(|nr| (*nr, NOTIFY)));
+    leaves.extend(OBSERVED.iter().map(|(nr, _)| (*nr, NOTIFY)));
+    let mut sorted: Vec<(u32, u32)> = leaves
+        .into_iter()
+        .filter_map(|(nr, a)| u32::try_from(nr).ok().map(|nr| (nr, a)))
+        .collect();
+    sorted.sort_unstable();
+    sorted.dedup_by_key(|(nr, _)| *nr);
+    let mut p = crate::syscalls::arch_check();
+    p.extend(crate::syscalls::bpf::search(&sorted, ALLOW));
+    // The low word of argument `n` (Dword: flags and commands are C ints,
+    // whose upper half the kernel ignores).
+    let arg = |n: u32| 16 + 8 * n;
+    let mut starts = Vec::with_capacity(tests.len());
+    for t in &tests {
+        starts.push(p.len());
+        match *t {
+            // open_rules: O_TMPFILE always; otherwise, unless O_PATH, any
+            // write access mode, O_CREAT or O_TRUNC.
+            Test::Writes(n) => p.extend([
+                insn(LD_ABS_W, 0, 0, arg(n)),
+                insn(JSET_K, 3, 0, O_TMPFILE_BIT as u32),
+                insn(JSET_K, 1, 0, O_PATH as u32),
+                insn(JSET_K, 1, 0, (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC) as u32),
+                insn(RET_K, 0, 0, ALLOW),
+                insn(RET_K, 0, 0, NOTIFY),
+            ]),
+            // read_open_rules: O_TMPFILE always; otherwise all but O_PATH.
+            Test::Reads(n) => p.extend([
+                insn(LD_ABS_W, 0, 0, arg(n)),
+                insn(JSET_K, 2, 0, O_TMPFILE_BIT as u32),
+                insn(JSET_K, 0, 1, O_PATH as u32),
+                insn(RET_K, 0, 0, ALLOW),
+                insn(RET_K, 0, 0, NOTIFY),
+            ]),
+            Test::Ioctl => {
+                let cmds = [FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR];
+                p.push(insn(LD_ABS_W, 0, 0, arg(1)));
+                for (i, c) in cmds.iter().enumerate() {
+                    // To the notify return after the rest and the allow.
+                    let skip = u8::try_from(cmds.len() - i).unwrap_or(0);
+                    p.push(insn(JEQ_K, skip, 0, *c));
+                }
+                p.push(insn(RET_K, 0, 0, ALLOW));
+                p.push(insn(RET_K, 0, 0, NOTIFY));
+            }
         }
     }
-    if rewritten == 0 {
-        return Err("the notifying filter has no notify action".into());
+    for (pc, i) in p.iter_mut().enumerate() {
+        let test = i.k.checked_sub(MARKS).map(|t| t as usize);
+        if let (RET_K, Some(&to)) = (i.code, test.and_then(|t| starts.get(t))) {
+            // Forward: the tests follow the whole search.
+            *i = insn(JA, 0, 0, u32::try_from(to - pc - 1).unwrap_or(u32::MAX));
+        }
     }
-    Ok(program)
+    p
 }
 
 /// The refusing programs (one action each): calls the supervisor does not
@@ -437,6 +466,165 @@ mod tests {
                 "{nr} is the notifying filter's"
             );
         }
+    }
+
+    /// Opens that may write, create or truncate: anything with a write access
+    /// mode, O_CREAT or O_TRUNC, unless O_PATH makes the kernel ignore them; and
+    /// every O_TMPFILE (which the kernel honours even with O_PATH).
+    fn open_rules(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
+        let masked = |bit: u64| cond(flags_arg, SeccompCmpOp::MaskedEq(bit), bit);
+        let no_path = || cond(flags_arg, SeccompCmpOp::MaskedEq(O_PATH), 0);
+        let mut rules = Vec::new();
+        for bit in [O_WRONLY, O_RDWR, O_CREAT, O_TRUNC] {
+            rules.push(SeccompRule::new(vec![no_path()?, masked(bit)?]).map_err(err)?);
+        }
+        rules.push(SeccompRule::new(vec![masked(O_TMPFILE_BIT)?]).map_err(err)?);
+        Ok(rules)
+    }
+
+    /// Every open that can read (when reads are governed, see
+    /// `crate::syscalls::reads_governed`): all but O_PATH (which reads nothing;
+    /// reopening such a descriptor through /proc is an open of its own), and
+    /// every O_TMPFILE as above.
+    fn read_open_rules(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
+        let no_path = cond(flags_arg, SeccompCmpOp::MaskedEq(O_PATH), 0)?;
+        let tmpfile = cond(
+            flags_arg,
+            SeccompCmpOp::MaskedEq(O_TMPFILE_BIT),
+            O_TMPFILE_BIT,
+        )?;
+        Ok(vec![
+            SeccompRule::new(vec![no_path]).map_err(err)?,
+            SeccompRule::new(vec![tmpfile]).map_err(err)?,
+        ])
+    }
+
+    /// The notifying program as seccompiler built it before the search:
+    /// the oracle the search is checked against.
+    fn notify_by_seccompiler(reads: bool, sockets: &[i64]) -> BpfProgram {
+        let mut rules = BTreeMap::new();
+        for (nr, sys) in GOVERNED {
+            let chain = match sys {
+                Sys::Open if reads => read_open_rules(1).unwrap(),
+                Sys::Openat if reads => read_open_rules(2).unwrap(),
+                Sys::Open => open_rules(1).unwrap(),
+                Sys::Openat => open_rules(2).unwrap(),
+                Sys::Ioctl => {
+                    ioctl_rules(&[FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR]).unwrap()
+                }
+                _ => vec![],
+            };
+            rules.insert(*nr, chain);
+        }
+        for nr in sockets {
+            rules.insert(*nr, vec![]);
+        }
+        for (nr, _) in OBSERVED {
+            rules.insert(*nr, vec![]);
+        }
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Trace(MARK),
+            ARCH,
+        )
+        .unwrap();
+        let mut program = BpfProgram::try_from(filter).unwrap();
+        for insn in &mut program {
+            if insn.code == 0x06 && insn.k == libc::SECCOMP_RET_TRACE | MARK {
+                insn.k = libc::SECCOMP_RET_USER_NOTIF;
+            }
+        }
+        program
+    }
+
+    /// Every number, and for opens and ioctls every combination of the
+    /// flags and commands that decide, gets what seccompiler's program
+    /// gave: the search changes where the answer is found, not what it is.
+    #[test]
+    fn the_notifying_search_answers_as_seccompilers_chain() {
+        use crate::syscalls::tests::{AUDIT_ARCH_FOR_TESTS as ARCH_NR, run_with};
+        let bits = [
+            O_WRONLY,
+            O_RDWR,
+            O_CREAT,
+            O_TRUNC,
+            O_PATH,
+            O_TMPFILE_BIT,
+            0o2000,    // O_APPEND
+            0o200_000, // O_DIRECTORY
+            1 << 32,   // above the int: ignored by the kernel
+            O_PATH << 32,
+        ];
+        let flag_sets: Vec<u64> = (0..1u32 << bits.len())
+            .map(|m| {
+                bits.iter()
+                    .enumerate()
+                    .filter(|(i, _)| m & (1 << i) != 0)
+                    .fold(0, |a, (_, b)| a | b)
+            })
+            .collect();
+        let mut cmds: Vec<u64> = [FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR]
+            .into_iter()
+            .chain(IOCTLS_REFUSED)
+            .map(u64::from)
+            .collect();
+        cmds.extend([0, 0x5401, u64::from(FS_IOC_SETFLAGS) | (1 << 32)]);
+        let sockets = [libc::SYS_listen, libc::SYS_connect];
+        for (reads, sockets) in [
+            (false, &[][..]),
+            (true, &[][..]),
+            (false, &sockets[..]),
+            (true, &sockets[..]),
+        ] {
+            let ours = notify_program_for(reads, sockets);
+            let oracle = notify_by_seccompiler(reads, sockets);
+            assert!(
+                ours.len() < oracle.len(),
+                "{} >= {}",
+                ours.len(),
+                oracle.len()
+            );
+            for nr in 0..1024u32 {
+                let args_list: Vec<[u64; 6]> = match lookup_in(nr, sockets) {
+                    Some(Sys::Open | Sys::Openat) => flag_sets
+                        .iter()
+                        .flat_map(|f| {
+                            [
+                                [0, *f, *f, 0, 0, 0],
+                                [0, *f, 0, 0, 0, 0],
+                                [0, 0, *f, 0, 0, 0],
+                            ]
+                        })
+                        .collect(),
+                    Some(Sys::Ioctl) => cmds.iter().map(|c| [3, *c, 0, 0, 0, 0]).collect(),
+                    _ => vec![[0; 6], [u64::MAX; 6]],
+                };
+                for args in args_list {
+                    assert_eq!(
+                        run_with(&ours, ARCH_NR, nr, args),
+                        run_with(&oracle, ARCH_NR, nr, args),
+                        "reads {reads} sockets {sockets:?} nr {nr} args {args:x?}"
+                    );
+                }
+            }
+            for nr in [0u32, 2, 257] {
+                assert_eq!(
+                    run_with(&ours, ARCH_NR ^ 1, nr, [0; 6]),
+                    libc::SECCOMP_RET_KILL_PROCESS
+                );
+            }
+        }
+    }
+
+    fn lookup_in(nr: u32, sockets: &[i64]) -> Option<Sys> {
+        let nr = i64::from(nr);
+        GOVERNED
+            .iter()
+            .chain(OBSERVED)
+            .find(|(n, _)| *n == nr)
+            .map(|(_, s)| *s)
+            .or_else(|| sockets.contains(&nr).then_some(Sys::Listen))
     }
 
     #[test]
