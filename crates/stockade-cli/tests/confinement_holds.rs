@@ -57,18 +57,6 @@ fn stockade_as(who: Who, state: &Path) -> Command {
     command_as(who, OsStr::new(env!("CARGO_BIN_EXE_stockade")), state)
 }
 
-fn exec(
-    who: Who,
-    state: &Path,
-    backend: &str,
-    mode: &str,
-    ws: &Path,
-    script: &str,
-    args: &[&OsStr],
-) -> Output {
-    exec_on("allow-listed", who, state, backend, mode, ws, script, args)
-}
-
 /// The networks whose runs take different paths under bwrap: its closer
 /// inside (allow-listed, for the relay) and bwrap running the command
 /// itself (deny).
@@ -121,7 +109,8 @@ fn a_moved_workspace_never_redirects_the_next_run() {
             chown_tree(&ws, who);
             // The attack, from inside: move the workspace away and leave a
             // symlink to `outside` in its place.
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 backend,
@@ -138,7 +127,8 @@ fn a_moved_workspace_never_redirects_the_next_run() {
                 fs::rename(&ws, tmp.path().join("ws.moved2")).unwrap();
                 symlink(outside.path(), &ws).unwrap();
             }
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 backend,
@@ -169,7 +159,8 @@ fn root_workspaces_and_relative_tmpdirs_are_never_granted() {
     for who in users() {
         for backend in backends() {
             let state = owned_dir(&base, "state-", who);
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 backend,
@@ -290,7 +281,8 @@ echo "tried=$tried wrote=$wrote"
         for backend in backends() {
             let state = owned_dir(&base, "state-", who);
             let ws = owned_dir(&base, "ws-", who);
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 backend,
@@ -325,7 +317,8 @@ fn bwrap_masks_kernel_interfaces() {
     for who in users() {
         let state = owned_dir(&base, "state-", who);
         let ws = owned_dir(&base, "ws-", who);
-        let out = exec(
+        let out = exec_on(
+            "allow-listed",
             who,
             state.path(),
             "bwrap",
@@ -479,7 +472,8 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
                 "mv .git/hooks .git/h2",
                 "chmod 777 .git/hooks",
             ] {
-                let out = exec(
+                let out = exec_on(
+                    "allow-listed",
                     who,
                     state.path(),
                     backend,
@@ -503,7 +497,8 @@ fn git_hooks_and_config_are_read_only_but_git_works() {
                  echo c >> a.txt && g stash -q && g stash pop -q && g checkout -q - && \
                  g branch -q topic-{backend} && echo ok"
             );
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 backend,
@@ -545,7 +540,8 @@ fn a_command_cannot_forge_a_runner_failure() {
         for backend in backends().into_iter().chain(["auto"]) {
             let state = owned_dir(&base, "state-", who);
             let ws = owned_dir(&base, "ws-", who);
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 backend,
@@ -703,7 +699,8 @@ fn the_verdict_cache_stays_out_of_reach() {
         let ws = owned_dir(&base, "ws-", who);
         // Under /tmp: a writable root of every workspace-write run.
         let state = owned_dir(Path::new("/tmp"), "stockade-state-", who);
-        let out = exec(
+        let out = exec_on(
+            "allow-listed",
             who,
             state.path(),
             "auto",
@@ -723,7 +720,8 @@ fn the_verdict_cache_stays_out_of_reach() {
         fs::write(elsewhere.path().join("auto-verdict"), "victim").unwrap();
         symlink(elsewhere.path(), state.path().join("stockade")).unwrap();
         for script in ["true", "exit 0"] {
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 "auto",
@@ -965,7 +963,8 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
             "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> team.gitconfig",
             "rm -rf .husky/_",
         ] {
-            let out = exec(
+            let out = exec_on(
+                "allow-listed",
                 who,
                 state.path(),
                 "bwrap",
@@ -985,7 +984,8 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
         // confined run could create: stockade creates it (empty, as git
         // init does `hooks`) and protects it; the run goes on.
         fs::remove_dir_all(ws.path().join(".husky")).unwrap();
-        let out = exec(
+        let out = exec_on(
+            "allow-listed",
             who,
             state.path(),
             "bwrap",
