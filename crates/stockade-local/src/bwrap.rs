@@ -126,6 +126,19 @@ fn filter_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Who starts the command inside bwrap on this host, for `probe`: the
+/// same decision as `Bwrap::direct` makes per run.
+pub(crate) fn command_runner(direct: bool, landlock_abi: Option<u8>) -> Protection {
+    let state = if !direct {
+        "the launcher inside, as its closer, in every mode: this bwrap does not list --add-seccomp-fd and --json-status-fd (bwrap 0.6)"
+    } else if landlock_abi.unwrap_or(0) >= 9 {
+        "the launcher inside, as its closer, in every mode: Landlock confines pathname sockets by path here, which seccomp cannot"
+    } else {
+        "under deny bwrap itself, loading the launcher's seccomp filters; the launcher inside, as its closer, under allow-listed and allow, with a terminal of the command's own, for an MCP server and with allow_sockets"
+    };
+    p("command-runner", state)
+}
+
 /// What bwrap enforces here beyond the file-write modes (the chain adds
 /// the held roots and the sockets, which both backends share).
 pub(crate) fn protections(facts: &HostFacts) -> Vec<Protection> {

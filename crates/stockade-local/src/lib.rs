@@ -623,7 +623,16 @@ impl LocalProvider {
                                 .into(),
                         enforcement: Some(sel.enforcement),
                         landlock_abi: sel.landlock_abi,
-                        protections: self.protections(backend),
+                        protections: {
+                            let mut p = self.protections(backend);
+                            if backend == Backend::Bwrap {
+                                p.push(bwrap::command_runner(
+                                    sel.bwrap_direct,
+                                    self.host.landlock_abi(),
+                                ));
+                            }
+                            p
+                        },
                         gaps: self.gaps(backend),
                     }
                 }

@@ -426,6 +426,35 @@ fn report_lists_every_backend_and_the_auto_choice() {
     assert_eq!(r.backends[1].landlock_abi, Some(2));
 }
 
+/// `probe` says who starts the command inside bwrap, as the runs decide.
+#[test]
+fn probe_says_who_starts_the_command_inside_bwrap() {
+    let runner = |direct: bool, abi: Option<u8>| {
+        let mut h = FakeHost::linux(true, true, abi);
+        h.bwrap_direct = direct;
+        let (p, _) = provider(h, LocalSettings::default(), Platform::Linux);
+        let r = p.report();
+        let bwrap = r.backends.iter().find(|b| b.backend == "bwrap").unwrap();
+        let landlock = r.backends.iter().find(|b| b.backend == "landlock").unwrap();
+        assert!(
+            !landlock
+                .protections
+                .iter()
+                .any(|p| p.name == "command-runner")
+        );
+        bwrap
+            .protections
+            .iter()
+            .find(|p| p.name == "command-runner")
+            .unwrap()
+            .state
+            .clone()
+    };
+    assert!(runner(true, Some(7)).starts_with("under deny bwrap itself"));
+    assert!(runner(false, Some(7)).contains("bwrap 0.6"));
+    assert!(runner(true, Some(9)).contains("by path"));
+}
+
 struct FakeRung;
 
 impl Rung for FakeRung {
