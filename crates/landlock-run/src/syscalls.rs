@@ -846,6 +846,60 @@ pub(crate) mod bpf {
     pub(crate) const JA: u16 = 0x05;
     pub(crate) const RET_K: u16 = 0x06;
 
+    /// A place in a program being written, bound once.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Label(usize);
+
+    /// Where a conditional jump goes: the next instruction or a label.
+    #[derive(Clone, Copy)]
+    pub(crate) enum To {
+        Next,
+        L(Label),
+    }
+
+    /// A piece of program written with forward jumps to labels, resolved at
+    /// the end (`finish` refuses a jump backwards, to an unbound label, or
+    /// beyond a conditional jump's 8-bit reach), so no offset is counted by
+    /// hand. Its jumps stay within it: it can follow any straight prologue.
+    #[derive(Default)]
+    pub(crate) struct Asm {
+        code: Vec<(u16, To, To, u32)>,
+        bound: Vec<Option<usize>>,
+    }
+
+    impl Asm {
+        pub(crate) fn label(&mut self) -> Label {
+            self.bound.push(None);
+            Label(self.bound.len() - 1)
+        }
+        pub(crate) fn bind(&mut self, l: Label) {
+            self.bound[l.0] = Some(self.code.len());
+        }
+        pub(crate) fn op(&mut self, code: u16, k: u32) {
+            self.code.push((code, To::Next, To::Next, k));
+        }
+        pub(crate) fn jump(&mut self, code: u16, k: u32, jt: To, jf: To) {
+            self.code.push((code, jt, jf, k));
+        }
+        pub(crate) fn finish(self) -> Result<Vec<seccompiler::sock_filter>, String> {
+            let mut out = Vec::with_capacity(self.code.len());
+            for (pc, (code, jt, jf, k)) in self.code.iter().enumerate() {
+                let off = |t: &To| -> Result<u8, String> {
+                    let target = match t {
+                        To::Next => return Ok(0),
+                        To::L(l) => self.bound[l.0].ok_or("a jump to an unbound label")?,
+                    };
+                    target
+                        .checked_sub(pc + 1)
+                        .and_then(|d| u8::try_from(d).ok())
+                        .ok_or_else(|| format!("a jump from {pc} to {target} is out of reach"))
+                };
+                out.push(super::insn(*code, off(jt)?, off(jf)?, *k));
+            }
+            Ok(out)
+        }
+    }
+
     /// Past this many numbers a range is split (a chain of this length
     /// costs no more than the split).
     const LEAF: usize = 4;
