@@ -624,7 +624,9 @@ impl LocalProvider {
                         enforcement: Some(sel.enforcement),
                         landlock_abi: sel.landlock_abi,
                         protections: {
+                            #[allow(unused_mut)]
                             let mut p = self.protections(backend);
+                            #[cfg(unix)]
                             if backend == Backend::Bwrap {
                                 p.push(bwrap::command_runner(
                                     sel.bwrap_direct,
