@@ -839,6 +839,14 @@ pub(crate) fn arch_check() -> Vec<seccompiler::sock_filter> {
 /// Classic BPF for seccomp, as far as stockade's hand-written programs
 /// need it.
 pub(crate) mod bpf {
+    // The hand-written programs read an argument's low word (a C int) at
+    // the first four bytes of its `seccomp_data.args` slot: little-endian
+    // only (x86_64 and aarch64 as Linux runs them).
+    const _: () = assert!(
+        cfg!(target_endian = "little"),
+        "the seccomp programs assume little-endian argument words"
+    );
+
     pub(crate) const LD_ABS_W: u16 = 0x20;
     pub(crate) const JEQ_K: u16 = 0x15;
     pub(crate) const JGE_K: u16 = 0x35;
