@@ -32,6 +32,27 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// What the network program refuses under `plan`: the families kept,
+/// whether IP sockets must be TCP streams, whether listen and accept are
+/// refused outright; `None` under the host's network (no program).
+fn shape(plan: &crate::plan::Plan) -> Option<(&'static [i32], bool, bool)> {
+    use crate::syscalls::families;
+    // With `--allow-listen` a TCP socket is needed under deny too
+    // (Landlock, or the supervisor below ABI 4, refuses every
+    // connect there). A supervised run sends listen to the
+    // supervisor, so only an unsupervised one refuses listen and
+    // accept here.
+    let listen = !plan.listen.is_empty();
+    let no_listen = !plan.listen_supervised;
+    Some(match plan.net {
+        crate::args::Net::Host => return None,
+        crate::args::Net::Deny if listen => (families::TCP, true, no_listen),
+        crate::args::Net::Deny => (families::DENY, false, no_listen),
+        crate::args::Net::Port(_) => (families::TCP, true, no_listen),
+        crate::args::Net::Private => (families::PRIVATE, false, false),
+    })
+}
+
 /// The network families (`syscalls::families`): under `deny` only
 /// AF_UNIX (governed by its own rules) and AF_NETLINK; under
 /// allow-listed TCP stream sockets of AF_INET/AF_INET6 too (Landlock
@@ -45,19 +66,8 @@ fn err(e: impl std::fmt::Display) -> String {
 pub(crate) fn net_program(plan: &crate::plan::Plan) -> Result<Option<BpfProgram>, String> {
     use crate::syscalls::bpf::{Asm, JEQ_K, JSET_K, LD_ABS_W, RET_K, To};
     use crate::syscalls::families;
-    // With `--allow-listen` a TCP socket is needed under deny too
-    // (Landlock, or the supervisor below ABI 4, refuses every
-    // connect there). A supervised run sends listen to the
-    // supervisor, so only an unsupervised one refuses listen and
-    // accept here.
-    let listen = !plan.listen.is_empty();
-    let no_listen = !plan.listen_supervised;
-    let (kept, tcp_only, no_listen) = match plan.net {
-        crate::args::Net::Host => return Ok(None),
-        crate::args::Net::Deny if listen => (families::TCP, true, no_listen),
-        crate::args::Net::Deny => (families::DENY, false, no_listen),
-        crate::args::Net::Port(_) => (families::TCP, true, no_listen),
-        crate::args::Net::Private => (families::PRIVATE, false, false),
+    let Some((kept, tcp_only, no_listen)) = shape(plan) else {
+        return Ok(None);
     };
     // Written out rather than built by seccompiler, whose rule per
     // refused type made hundreds of instructions of the TCP-only case.
@@ -227,19 +237,8 @@ mod tests {
         let arg = |index, op, value| {
             SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value).map_err(err)
         };
-        // With `--allow-listen` a TCP socket is needed under deny too
-        // (Landlock, or the supervisor below ABI 4, refuses every
-        // connect there). A supervised run sends listen to the
-        // supervisor, so only an unsupervised one refuses listen and
-        // accept here.
-        let listen = !plan.listen.is_empty();
-        let no_listen = !plan.listen_supervised;
-        let (kept, tcp_only, no_listen) = match plan.net {
-            crate::args::Net::Host => return Ok(None),
-            crate::args::Net::Deny if listen => (families::TCP, true, no_listen),
-            crate::args::Net::Deny => (families::DENY, false, no_listen),
-            crate::args::Net::Port(_) => (families::TCP, true, no_listen),
-            crate::args::Net::Private => (families::PRIVATE, false, false),
+        let Some((kept, tcp_only, no_listen)) = shape(plan) else {
+            return Ok(None);
         };
         let mut socket_rules = BTreeMap::new();
         for &base in NUMBERINGS {
