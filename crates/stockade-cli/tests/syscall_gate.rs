@@ -285,6 +285,109 @@ fn io_uring_cannot_write_git_hooks_through_stockade_exec() {
     }
 }
 
+/// Calls the syscall table refuses in every mode, each with arguments an
+/// unconfined call rejects with another errno: `NAME=ERRNO` (or `ok`) per
+/// call. argv: the numbers of io_uring_setup, name_to_handle_at, setns,
+/// pidfd_getfd and chroot.
+const TABLE_CALLS: &str = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+n = [int(a) for a in sys.argv[1:]]
+root = ctypes.c_char_p(b"/")
+calls = [
+    ("io_uring_setup", n[0], [L(0), L(0)]),
+    ("name_to_handle_at", n[1], [L(-100), root, L(0), L(0), L(0)]),
+    ("setns", n[2], [L(-1), L(0)]),
+    ("pidfd_getfd", n[3], [L(-1), L(0), L(0)]),
+    ("chroot", n[4], [L(0)]),
+]
+out = []
+for name, nr, args in calls:
+    ctypes.set_errno(0)
+    r = libc.syscall(L(nr), *args)
+    out.append("%s=%s" % (name, ctypes.get_errno() if r == -1 else "ok"))
+print(" ".join(out))
+"#;
+
+/// The refusals the binary-search table makes (and bwrap loads itself
+/// under deny) hold in the kernel on every path: both backends, bwrap
+/// with its closer (allow-listed) and without (deny), as root and as an
+/// unprivileged user. Each probe is first shown to answer differently
+/// unconfined, so a refusal is the table's.
+#[test]
+fn the_syscall_table_refuses_on_every_path() {
+    if !python() {
+        return;
+    }
+    let listing = Command::new(LAUNCHER).arg("--syscalls").output().unwrap();
+    let listing = text(&listing.stdout);
+    let errno_of = |name: &str| -> i32 {
+        let line = listing
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} refuse:")))
+            .unwrap_or_else(|| panic!("{name} is not refused by the table"));
+        match line.split(' ').nth(1).unwrap() {
+            "refuse:EPERM" => libc::EPERM,
+            "refuse:ENOSYS" => libc::ENOSYS,
+            "refuse:EOPNOTSUPP" => libc::EOPNOTSUPP,
+            other => panic!("{name}: {other}"),
+        }
+    };
+    let names = [
+        "io_uring_setup",
+        "name_to_handle_at",
+        "setns",
+        "pidfd_getfd",
+        "chroot",
+    ];
+    let numbers = [
+        libc::SYS_io_uring_setup,
+        libc::SYS_name_to_handle_at,
+        libc::SYS_setns,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_chroot,
+    ]
+    .map(|n| n.to_string());
+    let want: Vec<String> = names
+        .iter()
+        .map(|n| format!("{n}={}", errno_of(n)))
+        .collect();
+    let base = base();
+    for who in users() {
+        let unconfined = who
+            .command(PY)
+            .args(["-c", TABLE_CALLS])
+            .args(&numbers)
+            .output()
+            .unwrap();
+        let seen: Vec<String> = text(&unconfined.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(seen.len(), names.len(), "{who:?}: {}", show(&unconfined));
+        for (s, w) in seen.iter().zip(&want) {
+            assert_ne!(s, w, "{who:?}: the probe cannot tell a refusal unconfined");
+        }
+        for backend in backends() {
+            for network in ["deny", "allow-listed"] {
+                let state = owned_dir(&base, "table-state-", who);
+                let ws = owned_dir(&base, "table-ws-", who);
+                let out = exec_cmd(who, state.path(), backend, network, ws.path())
+                    .args(["--", PY, "-c", TABLE_CALLS])
+                    .args(&numbers)
+                    .output()
+                    .unwrap();
+                let seen: Vec<String> = text(&out.stdout)
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect();
+                assert_eq!(seen, want, "{who:?} {backend} {network}: {}", show(&out));
+            }
+        }
+    }
+}
+
 /// One word per socket the command tries: a listener on loopback (bound,
 /// then listening), and sockets of the families that leave the sandbox.
 const FAMILIES: &str = r#"
