@@ -62,6 +62,14 @@ fn stockade_as(who: Who, state: &Path) -> Command {
 /// itself (deny).
 const NETWORKS: [&str; 2] = ["allow-listed", "deny"];
 
+/// Every backend under every network of [`NETWORKS`].
+fn runs() -> Vec<(&'static str, &'static str)> {
+    backends()
+        .into_iter()
+        .flat_map(|b| NETWORKS.map(|n| (b, n)))
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn exec_on(
     network: &str,
@@ -352,10 +360,7 @@ fn host_daemons_and_processes_are_out_of_reach() {
     }
     let base = base();
     for who in users() {
-        for (backend, network) in backends()
-            .into_iter()
-            .flat_map(|b| NETWORKS.map(|n| (b, n)))
-        {
+        for (backend, network) in runs() {
             let state = owned_dir(&base, "state-", who);
             let ws = owned_dir(&base, "ws-", who);
             let sockdir = owned_dir(&base, "sock-", who);
@@ -1014,10 +1019,7 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
 fn a_descriptor_the_caller_leaks_never_reaches_the_command() {
     let base = base();
     for who in users() {
-        for (backend, network) in backends()
-            .into_iter()
-            .flat_map(|b| NETWORKS.map(|n| (b, n)))
-        {
+        for (backend, network) in runs() {
             let state = owned_dir(&base, "state-", who);
             let ws = owned_dir(&base, "ws-", who);
             // Held roots and protected paths are handed to the runner by

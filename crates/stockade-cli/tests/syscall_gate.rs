@@ -354,17 +354,16 @@ fn the_syscall_table_refuses_on_every_path() {
         .map(|n| format!("{n}={}", errno_of(n)))
         .collect();
     let base = base();
-    for who in users() {
-        let unconfined = who
-            .command(PY)
-            .args(["-c", TABLE_CALLS])
-            .args(&numbers)
-            .output()
-            .unwrap();
-        let seen: Vec<String> = text(&unconfined.stdout)
+    let answers = |mut c: Command| {
+        let out = c.args(["-c", TABLE_CALLS]).args(&numbers).output().unwrap();
+        let seen: Vec<String> = text(&out.stdout)
             .split_whitespace()
             .map(str::to_owned)
             .collect();
+        (seen, out)
+    };
+    for who in users() {
+        let (seen, unconfined) = answers(who.command(PY));
         assert_eq!(seen.len(), names.len(), "{who:?}: {}", show(&unconfined));
         for (s, w) in seen.iter().zip(&want) {
             assert_ne!(s, w, "{who:?}: the probe cannot tell a refusal unconfined");
@@ -373,15 +372,9 @@ fn the_syscall_table_refuses_on_every_path() {
             for network in ["deny", "allow-listed"] {
                 let state = owned_dir(&base, "table-state-", who);
                 let ws = owned_dir(&base, "table-ws-", who);
-                let out = exec_cmd(who, state.path(), backend, network, ws.path())
-                    .args(["--", PY, "-c", TABLE_CALLS])
-                    .args(&numbers)
-                    .output()
-                    .unwrap();
-                let seen: Vec<String> = text(&out.stdout)
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect();
+                let mut c = exec_cmd(who, state.path(), backend, network, ws.path());
+                c.args(["--", PY]);
+                let (seen, out) = answers(c);
                 assert_eq!(seen, want, "{who:?} {backend} {network}: {}", show(&out));
             }
         }
