@@ -14,14 +14,13 @@
 //! dies with the command (PDEATHSIG), and bwrap's pid namespace ends it
 //! in any case.
 
-use std::io::{self, IoSlice};
-use std::mem::MaybeUninit;
+use std::io;
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use rustix::net::SendFlags;
 
 use crate::status::{OrFail, fail};
 use crate::sys;
@@ -87,17 +86,6 @@ fn forward(client: TcpStream, relay: &OwnedFd) {
 /// connection's way to it (`stockade_proxy::hand_over`, the same protocol).
 fn hand_over(relay: &OwnedFd) -> io::Result<UnixStream> {
     let (ours, theirs) = UnixStream::pair()?;
-    let fds = [theirs.as_fd()];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(io::Error::other("no room for a descriptor in the message"));
-    }
-    rustix::net::sendmsg(
-        relay,
-        &[IoSlice::new(&[0])],
-        &mut control,
-        SendFlags::empty(),
-    )?;
+    crate::netns_listener::send(relay.as_fd(), theirs.as_fd(), SendFlags::empty())?;
     Ok(ours)
 }

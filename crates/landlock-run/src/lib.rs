@@ -53,6 +53,8 @@ mod isolate;
 #[cfg(target_os = "linux")]
 mod lifetime;
 #[cfg(target_os = "linux")]
+pub mod netns_listener;
+#[cfg(target_os = "linux")]
 mod plan;
 #[cfg(target_os = "linux")]
 mod probe;

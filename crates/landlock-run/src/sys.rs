@@ -497,3 +497,85 @@ pub(crate) fn posix_spawn(
     })?;
     Ok(pid)
 }
+
+/// Runs `f` in a child process that shares this one's memory and
+/// descriptor table while the calling thread waits for it
+/// (`clone(CLONE_VM | CLONE_VFORK | CLONE_FILES)`, the way glibc's
+/// posix_spawn starts its child): a process of its own, so it may change
+/// its namespaces and credentials (`setns` into a user namespace refuses
+/// a process of more than one thread), without copying the address
+/// space. A descriptor `f` opens is this process's too.
+///
+/// `f` must make system calls only: no allocation, no lock, no panic.
+/// The other threads of this process run on beside the child, in the same
+/// memory, and may hold the allocator's locks. Every signal is blocked in
+/// the child, so no handler of ours runs on its stack.
+pub(crate) fn in_vfork_child<F: FnMut()>(f: &mut F) -> io::Result<()> {
+    extern "C" fn trampoline<F: FnMut()>(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `&mut F` passed to clone below, alive and
+        // not otherwise used while the parent's thread is suspended
+        // (CLONE_VFORK) until this child exits.
+        let f = unsafe { &mut *arg.cast::<F>() };
+        f();
+        0
+    }
+    const STACK: usize = 64 * 1024;
+    let mut stack = vec![0u8; STACK];
+    // The stack grows down on every architecture Linux runs this on; its
+    // top, aligned to 16 as every ABI here asks.
+    let top = (stack.as_mut_ptr() as usize + STACK) & !15;
+    // SAFETY: sigset_t is plain data; sigfillset initialises it fully.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `all` is a valid sigset_t to fill.
+    unsafe { libc::sigfillset(&mut all) };
+    // SAFETY: both sets are valid; this changes only this thread's mask,
+    // restored below on every path.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
+    // SAFETY: the child runs `trampoline` on `stack`, which outlives it
+    // (this thread is suspended until the child exits: CLONE_VFORK), with
+    // `f` borrowed for that time only. No exit signal: it is waited for
+    // below with __WALL and raises no SIGCHLD another waiter could take.
+    let pid = unsafe {
+        libc::clone(
+            trampoline::<F>,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES,
+            (f as *mut F).cast::<libc::c_void>(),
+        )
+    };
+    let cloned = io::Error::last_os_error();
+    // SAFETY: `old` was filled by the call above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    drop(stack);
+    if pid == -1 {
+        return Err(cloned);
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child, writing its status to a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if r == pid {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The user namespace that owns the namespace `ns` (`NS_GET_USERNS`).
+pub(crate) fn namespace_owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // _IO(0xb7, 0x1): no argument.
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new
+    // descriptor (close-on-exec), which we own from here.
+    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor the kernel just gave us, owned by no one.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -138,15 +138,19 @@ mod linux {
             // where the provider offers that (its filters read from the
             // start each time: this row reuses one wrap).
             let direct = self.confined.direct.as_ref();
-            let extra = direct.map(|d| d.pass_fds.as_slice()).unwrap_or_default();
-            for p in extra {
-                std::io::Seek::rewind(&mut &*p.file).unwrap();
+            // The raw row spawns without the spawner's handshake, which an
+            // allow-listed direct run needs (`DirectRelay`).
+            assert!(direct.is_none_or(|d| d.relay.is_none()), "NETWORK=deny");
+            let pass_fds = direct.map_or(self.confined.pass_fds.as_slice(), |d| &d.pass_fds);
+            if let Some(d) = direct {
+                for p in &d.pass_fds {
+                    // The filters are read from the start each time.
+                    let _ = std::io::Seek::rewind(&mut &*p.file);
+                }
             }
             placed.extend(
-                self.confined
-                    .pass_fds
+                pass_fds
                     .iter()
-                    .chain(extra)
                     .map(|p| (p.file.try_clone().unwrap().into(), p.child_fd)),
             );
             let mut status = None;

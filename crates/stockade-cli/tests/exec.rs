@@ -460,13 +460,14 @@ fn auto_falls_back_to_landlock_when_bwrap_is_unusable() {
 }
 
 /// A fake bwrap that claims the options for running the command itself
-/// and behaves as `body` says (`$fd` is its `--json-status-fd`).
+/// and behaves as `body` says (`$fd` is its `--json-status-fd`, `$bfd` its
+/// `--block-fd` when it has one).
 fn fake_direct_bwrap(s: &Scratch, name: &str, body: &str) -> PathBuf {
     let bin = s.dir.path().join(name);
     fs::create_dir(&bin).unwrap();
     let fake = bin.join("bwrap");
     let script = format!(
-        "#!/bin/sh\n# --add-seccomp-fd FD  --json-status-fd FD\nfd=; prev=\nfor a; do [ \"$prev\" = --json-status-fd ] && fd=$a; prev=$a; done\n[ -n \"$fd\" ] || {{ echo 'not run direct' >&2; exit 99; }}\n{body}\n"
+        "#!/bin/sh\n# --add-seccomp-fd FD  --json-status-fd FD  --block-fd FD\nfd=; bfd=; prev=\nfor a; do [ \"$prev\" = --json-status-fd ] && fd=$a; [ \"$prev\" = --block-fd ] && bfd=$a; prev=$a; done\n[ -n \"$fd\" ] || {{ echo 'not run direct' >&2; exit 99; }}\n{body}\n"
     );
     // Written by a child: a write fd held here while a parallel test forks
     // would make the exec fail with ETXTBSY.
@@ -540,6 +541,62 @@ fn bwrap_running_the_command_itself_is_judged_by_its_status() {
             assert!(!err.contains("command not found"), "{name}: {err}");
         }
         assert!(!marker.exists(), "{name}: nothing runs the command");
+    }
+}
+
+/// Under `allow-listed`, bwrap running the command itself waits on its
+/// block descriptor while stockade makes the proxy's listener in the
+/// child's network namespace. A child that is not as bwrap named it (no
+/// namespace named, another namespace) or a listener that cannot be made
+/// (here: the port is taken, in a namespace that is not private) is a
+/// runner failure, and the command never runs: the runner is killed while
+/// it waits, and its block descriptor is never let go (not on a part of
+/// the document either, which bwrap writes in pieces). Fault injection:
+/// fake runners that print what a real one prints, then run the command if
+/// they are let go.
+#[test]
+fn allow_listed_bwrap_that_cannot_be_relayed_into_never_runs_the_command() {
+    let s = scratch();
+    let marker = s.ws.join("ran");
+    let refused = stockade_core::texts::relay_listener_failed("");
+    let after = format!(
+        "head -c1 /proc/self/fd/$bfd >/dev/null; touch '{}'; eval \"echo '{{ \\\"exit-code\\\": 0 }}' >&$fd\"",
+        marker.display()
+    );
+    let cases = [
+        ("unnamed", "eval \"echo '{ \\\"child-pid\\\": '$$' }' >&$fd\"".to_owned()),
+        // Written in pieces, as bwrap writes it: nothing is let go on a
+        // part of the line.
+        (
+            "another",
+            "eval \"printf '{ \\\"child-pid\\\": '$$ >&$fd\"; sleep 0.3; eval \"echo ', \\\"net-namespace\\\": 1 }' >&$fd\"".to_owned(),
+        ),
+        (
+            "taken",
+            "ns=$(stat -L -c %i /proc/$$/ns/net); eval \"echo '{ \\\"child-pid\\\": '$$', \\\"net-namespace\\\": '$ns' }' >&$fd\"".to_owned(),
+        ),
+    ];
+    for (name, announce) in cases {
+        let bin = fake_direct_bwrap(&s, name, &format!("{announce}; {after}"));
+        let path = std::env::join_paths([bin.as_path(), Path::new("/usr/bin"), Path::new("/bin")])
+            .unwrap();
+        let started = std::time::Instant::now();
+        let out = stockade(&s)
+            .env("PATH", &path)
+            .args(["exec", "--backend", "bwrap", "--network", "allow-listed"])
+            .args(["--", "/bin/sh", "-c", "touch \"$1\"", "sh"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{name}: {err}");
+        assert!(err.contains(refused.trim_end()), "{name}: {err}");
+        assert!(err.contains("sandbox unavailable"), "{name}: {err}");
+        assert!(!marker.exists(), "{name}: nothing runs the command");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{name}: the run ended"
+        );
     }
 }
 

@@ -25,9 +25,9 @@ pub use mode::{
 pub use net::NetworkPolicy;
 pub use policy::{ExecutionPolicy, SandboxPolicy};
 pub use provider::{
-    AfterRun, AfterRunHandle, AfterRunReport, BackendAttempt, Confined, Direct, Gap, NetworkLog,
-    NetworkLogHandle, PassFd, QuarantineReason, Quarantined, SANDBOX_UNAVAILABLE, SandboxProvider,
-    SandboxUnavailable, SessionEndError, StatusChannel,
+    AfterRun, AfterRunHandle, AfterRunReport, BackendAttempt, Confined, Direct, DirectRelay, Gap,
+    NetworkLog, NetworkLogHandle, PassFd, QuarantineReason, Quarantined, SANDBOX_UNAVAILABLE,
+    SandboxProvider, SandboxUnavailable, SessionEndError, StatusChannel,
 };
 pub use run_approval::{
     PathOp, ReplyTo, RunAnswer, RunApproval, RunApprover, RunQuestion, RunReply,

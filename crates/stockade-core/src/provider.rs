@@ -69,12 +69,48 @@ pub struct Confined {
     pub direct: Option<Direct>,
 }
 
-/// [`Confined::direct`]: spawn `argv` instead, with `pass_fds` placed too.
+/// [`Confined::direct`]: spawn `argv` instead, with `pass_fds` placed
+/// instead of [`Confined::pass_fds`] (the closer's relay end, for one, is
+/// not the runner's to hold).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Direct {
     pub argv: Vec<OsString>,
     pub pass_fds: Vec<PassFd>,
+    /// `allow-listed`: the proxy's way into the runner's private network
+    /// namespace, which the spawner opens before the command may start.
+    pub relay: Option<DirectRelay>,
 }
+
+/// How the spawner lets the proxy into a direct run's network namespace.
+/// The runner stops before the command's exec until a byte arrives on
+/// `block_fd` (a pipe the spawner places there and keeps the write end
+/// of); first it names its child and that child's network namespace on
+/// the status channel. The spawner checks that the namespace is the one
+/// named, listens on the sandbox's `127.0.0.1:port` from inside it (the
+/// address the command's proxy variables give), and hands each
+/// connection to the proxy over `relay_end` (as `stockade_proxy::hand_over`
+/// does, with the connection itself). The listener exists before the
+/// command starts and lives as long as the runner does; a spawner that
+/// cannot make it kills the runner before unblocking it and reports a
+/// runner failure.
+#[derive(Debug, Clone)]
+pub struct DirectRelay {
+    pub port: u16,
+    pub block_fd: i32,
+    /// The proxy's relay end (a datagram socket), held as [`PassFd`]'s
+    /// files are.
+    pub relay_end: Arc<std::fs::File>,
+}
+
+/// Two relays are equal when they hand over on the same end.
+impl PartialEq for DirectRelay {
+    fn eq(&self, other: &Self) -> bool {
+        self.port == other.port
+            && self.block_fd == other.block_fd
+            && Arc::ptr_eq(&self.relay_end, &other.relay_end)
+    }
+}
+impl Eq for DirectRelay {}
 
 impl Confined {
     /// The one constructor: what every wrap has (the argv to spawn, the

@@ -124,6 +124,39 @@ impl RunnerStatus {
 }
 
 /// bwrap's `{ "exit-code": N }` document (see the module's notes).
+/// bwrap's first document on its status channel (`--json-status-fd`):
+/// the pid of its child, as this pid namespace numbers it, and the inode
+/// of that child's network namespace, which bwrap read from outside right
+/// after the clone. Written before the child is let run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BwrapChild {
+    pub pid: i32,
+    pub net_namespace: Option<u64>,
+}
+
+impl BwrapChild {
+    /// The `child-pid` document on the first complete line of `bytes`;
+    /// `None` while that line is incomplete, or when it is another.
+    pub fn first_line(bytes: &[u8]) -> Option<BwrapChild> {
+        let end = bytes.iter().position(|b| *b == b'\n')?;
+        let line = std::str::from_utf8(&bytes[..end]).ok()?.trim();
+        let body = line.strip_prefix('{')?.strip_suffix('}')?;
+        let number = |key: &str| -> Option<u64> {
+            body.split(',').find_map(|field| {
+                let (k, v) = field.split_once(':')?;
+                (k.trim() == format!("\"{key}\"")).then(|| v.trim().parse().ok())?
+            })
+        };
+        let pid = i32::try_from(number("child-pid")?)
+            .ok()
+            .filter(|p| *p > 0)?;
+        Some(BwrapChild {
+            pid,
+            net_namespace: number("net-namespace"),
+        })
+    }
+}
+
 fn is_bwrap_exit_code(line: &str) -> bool {
     line.trim_start().starts_with('{') && line.contains("\"exit-code\"")
 }
@@ -131,6 +164,38 @@ fn is_bwrap_exit_code(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bwraps_child_document_names_the_pid_and_the_network_namespace() {
+        let doc = b"{ \"child-pid\": 14987, \"cgroup-namespace\": 4026532180, \"net-namespace\": 4026532181, \"pid-namespace\": 4026532179 }\n{ \"exit-code\": 0 }\n";
+        assert_eq!(
+            BwrapChild::first_line(doc),
+            Some(BwrapChild {
+                pid: 14987,
+                net_namespace: Some(4026532181)
+            })
+        );
+        assert_eq!(
+            BwrapChild::first_line(b"{ \"child-pid\": 7 }\n"),
+            Some(BwrapChild {
+                pid: 7,
+                net_namespace: None
+            })
+        );
+        // Only a whole first line, only that document, only a real pid.
+        for bytes in [
+            &b"{ \"child-pid\": 7, \"net-namespace\": 9 }"[..],
+            b"{ \"exit-code\": 0 }\n{ \"child-pid\": 7 }\n",
+            b"{ \"child-pid\": 0 }\n",
+            b"{ \"child-pid\": -1 }\n",
+            b"{ \"child-pid\": 99999999999 }\n",
+            b"{ \"child-pidx\": 7 }\n",
+            b"ok\n",
+            b"\n",
+        ] {
+            assert_eq!(BwrapChild::first_line(bytes), None, "{bytes:?}");
+        }
+    }
 
     #[test]
     fn the_last_record_counts() {

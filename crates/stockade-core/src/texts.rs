@@ -6,6 +6,13 @@ use std::path::{Path, PathBuf};
 use crate::files::ListKind;
 use crate::mode::SandboxMode;
 
+/// The runner failure of a direct `allow-listed` bwrap run whose proxy
+/// listener could not be made in its network namespace (the command was
+/// never let start).
+pub fn relay_listener_failed(why: &str) -> String {
+    format!("cannot let the proxy into the sandbox's network namespace: {why}")
+}
+
 /// `[sandbox: file access denied under <mode> mode]`
 pub fn denial_marker(mode: SandboxMode) -> String {
     format!("[sandbox: file access denied under {mode} mode]")

@@ -40,15 +40,18 @@ impl Rung for Bwrap<'_> {
 
 impl Bwrap<'_> {
     /// The run with bwrap starting the command itself, where that confines
-    /// as much: under `deny` (a private network namespace, so abstract
-    /// sockets are the sandbox's own, and its pid namespace keeps every
-    /// signal inside: Landlock's scopes add nothing), without
-    /// `--allow-socket`, on a kernel whose
-    /// Unix-socket rules the launcher keeps in seccomp (below Landlock
-    /// ABI 9), with a bwrap that loads filters from descriptors. The
-    /// closer's three seccomp programs go to bwrap instead, built by the
-    /// launcher's own code. `None` keeps the closer; a filter that cannot
-    /// be built or handed over does too (the closer then says why).
+    /// as much: under `deny` or `allow-listed` (a private network
+    /// namespace, so abstract sockets are the sandbox's own, and its pid
+    /// namespace keeps every signal inside: Landlock's scopes add nothing),
+    /// without `--allow-socket`, on a kernel whose Unix-socket rules the
+    /// launcher keeps in seccomp (below Landlock ABI 9), with a bwrap that
+    /// loads filters from descriptors. The closer's three seccomp programs
+    /// go to bwrap instead, built by the launcher's own code. Under
+    /// `allow-listed` the closer's relay is replaced by a listener the
+    /// spawner makes in bwrap's namespace before the command starts
+    /// ([`stockade_core::DirectRelay`]); the relay end stays outside.
+    /// `None` keeps the closer; a filter that cannot be built or handed
+    /// over does too (the closer then says why).
     #[cfg(target_os = "linux")]
     fn direct(
         &self,
@@ -60,22 +63,35 @@ impl Bwrap<'_> {
         // (a missing one fails the run, as under Landlock), which bwrap
         // would not.
         if !chain.selected.bwrap_direct
-            || prepared.profile.net != profile::ProfileNet::Deny
             || prepared.profile.fd_closer.is_none()
             || !prepared.profile.allow_sockets.is_empty()
         {
             return None;
         }
+        let (port, relay_fd) = match prepared.profile.net {
+            profile::ProfileNet::Deny => (None, None),
+            profile::ProfileNet::Proxy {
+                port,
+                relay_fd: Some(fd),
+            } => (Some(port), Some(fd)),
+            _ => return None,
+        };
         let abi = chain.provider.host_facts().landlock_abi.unwrap_or(0);
         let programs = landlock_run::direct::private_net_filters(abi, false).ok()??;
-        let first = prepared
+        // Every held descriptor but the relay end, which is the spawner's
+        // to hold: bwrap would leave it open for the command.
+        let (relay, mut pass_fds): (Vec<_>, Vec<_>) = prepared
             .pass_fds
+            .iter()
+            .cloned()
+            .partition(|p| Some(p.child_fd) == relay_fd);
+        let first = pass_fds
             .iter()
             .map(|p| p.child_fd + 1)
             .max()
             .unwrap_or(0)
             .max(crate::confine::STATUS_FD + 1);
-        let pass_fds = (first..)
+        let filters = (first..)
             .zip(programs)
             .map(|(child_fd, program)| {
                 Some(stockade_core::PassFd {
@@ -84,15 +100,28 @@ impl Bwrap<'_> {
                 })
             })
             .collect::<Option<Vec<_>>>()?;
-        let numbers = pass_fds.iter().map(|p| p.child_fd).collect();
+        let numbers: Vec<i32> = filters.iter().map(|p| p.child_fd).collect();
+        let block_fd = numbers.last().map_or(first, |n| n + 1);
+        pass_fds.extend(filters);
+        let relay = match (port, relay.into_iter().next()) {
+            (Some(port), Some(end)) => Some(stockade_core::DirectRelay {
+                port,
+                block_fd,
+                relay_end: end.file,
+            }),
+            (None, _) => None,
+            (Some(_), None) => return None,
+        };
         let mut profile = prepared.profile.clone();
         profile.direct_filters = Some(numbers);
+        profile.direct_block_fd = relay.as_ref().map(|r| r.block_fd);
         Some(stockade_core::Direct {
             argv: profile::with_runner(
                 chain.selected.runner.as_os_str(),
                 profile::bwrap_args(&profile, argv),
             ),
             pass_fds,
+            relay,
         })
     }
 
@@ -134,7 +163,7 @@ pub(crate) fn command_runner(direct: bool, landlock_abi: Option<u8>) -> Protecti
     } else if landlock_abi.unwrap_or(0) >= 9 {
         "the launcher inside, as its closer, in every mode: Landlock confines pathname sockets by path here, which seccomp cannot"
     } else {
-        "under deny bwrap itself, loading the launcher's seccomp filters; the launcher inside, as its closer, under allow-listed and allow, with a terminal of the command's own, for an MCP server and with allow_sockets"
+        "under deny and allow-listed bwrap itself, loading the launcher's seccomp filters (allow-listed: the proxy's listener made in its network namespace by stockade before the command starts); the launcher inside, as its closer, under allow, with a terminal of the command's own, for an MCP server and with allow_sockets"
     };
     p("command-runner", state)
 }

@@ -74,8 +74,10 @@ fn explicit(p: &Path, what: &str) -> Result<Located, String> {
     })
 }
 
-/// The options bwrap must have to run the command itself.
-const DIRECT_OPTIONS: [&[u8]; 2] = [b"--add-seccomp-fd", b"--json-status-fd"];
+/// The options bwrap must have to run the command itself (`--block-fd`
+/// under `allow-listed`, where it waits for the proxy's listener; every
+/// bwrap with the other two has it).
+const DIRECT_OPTIONS: [&[u8]; 3] = [b"--add-seccomp-fd", b"--json-status-fd", b"--block-fd"];
 
 /// A bwrap binary is tens of kilobytes; a file far larger is not read.
 const MAX_RUNNER_LEN: u64 = 16 << 20;
@@ -399,14 +401,20 @@ mod tests {
     }
 
     #[test]
-    fn a_bwrap_is_run_direct_only_when_it_lists_both_options() {
+    fn a_bwrap_is_run_direct_only_when_it_lists_every_option() {
         let d = tempfile::tempdir().unwrap();
         let both = write_runner(
             d.path(),
             "both",
-            "#!/bin/sh\n# --add-seccomp-fd FD\n# --json-status-fd FD\n",
+            "#!/bin/sh\n# --add-seccomp-fd FD\n# --json-status-fd FD\n# --block-fd FD\n",
         );
         let one = write_runner(d.path(), "one", "#!/bin/sh\n# --json-status-fd FD\n");
+        let two = write_runner(
+            d.path(),
+            "two",
+            "#!/bin/sh\n# --add-seccomp-fd FD\n# --json-status-fd FD\n",
+        );
+        assert!(!bwrap_options_listed(&located(&two)));
         let none = write_runner(d.path(), "none", "#!/bin/sh\n# --seccomp FD\n");
         assert!(bwrap_options_listed(&located(&both)));
         assert!(!bwrap_options_listed(&located(&one)));
@@ -436,7 +444,7 @@ mod tests {
         write_runner(
             d.path(),
             "bwrap",
-            "#!/bin/sh\n# --add-seccomp-fd --json-status-fd\n",
+            "#!/bin/sh\n# --add-seccomp-fd --json-status-fd --block-fd\n",
         );
         assert!(!bwrap_options_listed(&before));
         let gone = Located {

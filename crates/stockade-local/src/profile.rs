@@ -132,6 +132,12 @@ pub struct LinuxProfile {
     /// (`--add-seccomp-fd`), bwrap's own status on `status_fd`
     /// (`--json-status-fd`), and no closer.
     pub direct_filters: Option<Vec<i32>>,
+    /// bwrap running the command itself under `allow-listed`: it names its
+    /// child on the status channel and waits for a byte on this descriptor
+    /// (`--block-fd`) before the command's exec, while the spawner makes
+    /// the proxy's listener in the child's network namespace
+    /// (`stockade_core::DirectRelay`).
+    pub direct_block_fd: Option<i32>,
     /// `--allow-listen` ports under `deny` and `allow-listed`: landlock-run
     /// lets a listener use them on loopback only; bwrap's namespace is
     /// private, so they mean nothing there (the caller names the gap).
@@ -267,6 +273,10 @@ pub fn bwrap_args(p: &LinuxProfile, argv: &[OsString]) -> Vec<OsString> {
         }
         if let Some(fd) = p.status_fd {
             out.push("--json-status-fd".into());
+            out.push(fd.to_string().into());
+        }
+        if let Some(fd) = p.direct_block_fd {
+            out.push("--block-fd".into());
             out.push(fd.to_string().into());
         }
         for (name, value) in &p.command_env {
@@ -497,6 +507,7 @@ mod tests {
             net: ProfileNet::Host,
             allow_listen: Vec::new(),
             direct_filters: None,
+            direct_block_fd: None,
         }
     }
 

@@ -450,7 +450,7 @@ fn probe_says_who_starts_the_command_inside_bwrap() {
             .state
             .clone()
     };
-    assert!(runner(true, Some(7)).starts_with("under deny bwrap itself"));
+    assert!(runner(true, Some(7)).starts_with("under deny and allow-listed bwrap itself"));
     assert!(runner(false, Some(7)).contains("bwrap 0.6"));
     assert!(runner(true, Some(9)).contains("by path"));
 }
@@ -823,7 +823,7 @@ fn bwrap_runs_the_fd_closer_inside_and_needs_it() {
 }
 
 /// bwrap runs the command itself only where that confines as much as its
-/// closer: under deny, without `--allow-socket`, below Landlock ABI 9, with
+/// closer: under deny (and allow-listed, below), without `--allow-socket`, below Landlock ABI 9, with
 /// a bwrap that loads filters; the closer's argv stays beside it for
 /// terminal and piped runs.
 #[cfg(target_os = "linux")]
@@ -864,15 +864,21 @@ fn bwrap_runs_the_command_itself_only_where_it_confines_as_much() {
         .filter(|w| w[0] == "--add-seccomp-fd")
         .map(|w| w[1].parse().unwrap())
         .collect();
-    let placed: Vec<i32> = direct.pass_fds.iter().map(|f| f.child_fd).collect();
+    // Placed in place of the closer's: every held root (there is no relay
+    // under deny), then the filters.
+    let (held, filters): (Vec<_>, Vec<_>) =
+        direct.pass_fds.iter().partition(|p| c.pass_fds.contains(p));
+    assert_eq!(held.len(), c.pass_fds.len());
+    let placed: Vec<i32> = filters.iter().map(|f| f.child_fd).collect();
     assert_eq!(loaded, placed);
     let held_max = c.pass_fds.iter().map(|f| f.child_fd).max().unwrap();
     assert!(placed.iter().all(|n| *n > held_max && *n > 3), "{placed:?}");
+    assert!(direct.relay.is_none());
     let programs = landlock_run::direct::private_net_filters(7, false)
         .unwrap()
         .unwrap();
-    assert_eq!(programs.len(), direct.pass_fds.len());
-    for (f, want) in direct.pass_fds.iter().zip(&programs) {
+    assert_eq!(programs.len(), filters.len());
+    for (f, want) in filters.iter().zip(&programs) {
         let mut got = Vec::new();
         (&*f.file).read_to_end(&mut got).unwrap();
         assert_eq!(&got, want);
@@ -932,6 +938,77 @@ fn bwrap_runs_the_command_itself_only_where_it_confines_as_much() {
         Platform::Linux,
     );
     assert_eq!(p.confine(&argv(), &deny).unwrap().direct, None, "landlock");
+}
+
+/// Under `allow-listed` bwrap runs the command itself too: the closer's
+/// relay is replaced by the spawner's listener (`DirectRelay`), the relay
+/// end stays with the spawner (never placed in bwrap, which would leave it
+/// open for the command), and bwrap waits on a block descriptor of its own
+/// number before the exec.
+#[cfg(target_os = "linux")]
+#[test]
+fn bwrap_runs_the_command_itself_under_allow_listed_with_the_relay_outside() {
+    use stockade_core::{NetworkMode, NetworkPolicy};
+    let d = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(d.path()).unwrap();
+    let listed = SandboxPolicy::new(ConfiningMode::WorkspaceWrite, &ws).with_network(
+        NetworkPolicy::new(NetworkMode::AllowListed, vec!["crates.io".into()]),
+    );
+    let mut host = FakeHost::linux(true, true, Some(7));
+    host.bwrap_direct = true;
+    let (p, _) = provider(host, LocalSettings::default(), Platform::Linux);
+    let c = p.confine(&argv(), &listed).unwrap();
+    let closer = strs(&c.argv);
+    let bridge = closer.iter().position(|a| *a == "--net-bridge").unwrap();
+    let (port, relay_fd) = closer[bridge + 1].split_once(':').unwrap();
+    let relay_fd: i32 = relay_fd.parse().unwrap();
+    let relay_end = &c
+        .pass_fds
+        .iter()
+        .find(|p| p.child_fd == relay_fd)
+        .unwrap()
+        .file;
+    let direct = c.direct.clone().expect("direct under allow-listed");
+    let relay = direct.relay.clone().expect("a relay for the spawner");
+    assert_eq!(relay.port.to_string(), port);
+    assert!(std::sync::Arc::ptr_eq(&relay.relay_end, relay_end));
+    let args = strs(&direct.argv);
+    assert!(
+        !args.contains(&"--net-bridge") && !args.contains(&"--close-fds"),
+        "{args:?}"
+    );
+    assert!(args.contains(&"--unshare-net"), "{args:?}");
+    let block = args.windows(2).find(|w| w[0] == "--block-fd").unwrap()[1];
+    assert_eq!(block, relay.block_fd.to_string());
+    // The proxy's variables reach the command through bwrap.
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--setenv" && w[1] == "HTTPS_PROXY"),
+        "{args:?}"
+    );
+    // Placed: every held root, the filters; not the relay end. The block
+    // descriptor's number is free.
+    let placed: Vec<i32> = direct.pass_fds.iter().map(|p| p.child_fd).collect();
+    assert!(
+        !placed.contains(&relay_fd)
+            || direct
+                .pass_fds
+                .iter()
+                .all(|p| !std::sync::Arc::ptr_eq(&p.file, relay_end))
+    );
+    assert!(
+        direct
+            .pass_fds
+            .iter()
+            .all(|p| !std::sync::Arc::ptr_eq(&p.file, relay_end))
+    );
+    assert!(!placed.contains(&relay.block_fd), "{placed:?}");
+    assert!(relay.block_fd > 3);
+    for held in c.pass_fds.iter().filter(|p| p.child_fd != relay_fd) {
+        assert!(direct.pass_fds.contains(held), "{held:?}");
+    }
+    let loaded = args.iter().filter(|a| **a == "--add-seccomp-fd").count();
+    assert_eq!(loaded, 3);
 }
 
 #[test]

@@ -201,7 +201,7 @@ impl Lazy {
                 match r.try_io(tokio::io::Interest::READABLE, || {
                     crate::relay::take(std::os::fd::AsFd::as_fd(r))
                 }) {
-                    Ok(Some(stream)) => return Poll::Ready(Some(Accepted::Unix(stream))),
+                    Ok(Some(client)) => return Poll::Ready(Some(client)),
                     Ok(None) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                     Err(_) => return Poll::Ready(None),

@@ -72,7 +72,7 @@ use crate::service::Shared;
 #[cfg(unix)]
 pub use crate::lazy::wait_on_runtime;
 #[cfg(target_os = "linux")]
-pub use crate::relay::hand_over;
+pub use crate::relay::{hand_over, hand_over_connection};
 
 /// Off Unix proxies always have their thread: `fut` runs as it is.
 #[cfg(not(unix))]
@@ -573,24 +573,32 @@ fn serve_first(
     let Ok(slot) = Arc::clone(slots).try_acquire_owned() else {
         return;
     };
-    let serving = Arc::clone(shared);
-    let adopted = match client {
-        Accepted::Tcp(s) => tokio::net::TcpStream::from_std(s).map(|s| {
-            let _ = s.set_nodelay(true);
-            tokio::spawn(service::serve_connection(s, serving, slot, header_timeout));
-        }),
-        #[cfg(unix)]
-        Accepted::Unix(s) => tokio::net::UnixStream::from_std(s).map(|s| {
-            tokio::spawn(service::serve_connection(s, serving, slot, header_timeout));
-        }),
-        #[cfg(not(unix))]
-        Accepted::Unix(never) => match never {},
-    };
     // Only that client is lost; the listeners serve the rest.
-    if let Err(e) = adopted {
+    if let Err(e) = adopt(client, Arc::clone(shared), slot, header_timeout) {
         shared
             .ledger
             .problem(format!("cannot serve the first client: {e}"));
+    }
+}
+
+/// Serves `client` on the current runtime, holding `slot` while it lasts.
+fn adopt(
+    client: Accepted,
+    shared: Arc<Shared>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+    header_timeout: Duration,
+) -> io::Result<()> {
+    match client {
+        Accepted::Tcp(s) => tokio::net::TcpStream::from_std(s).map(|s| {
+            let _ = s.set_nodelay(true);
+            tokio::spawn(service::serve_connection(s, shared, slot, header_timeout));
+        }),
+        #[cfg(unix)]
+        Accepted::Unix(s) => tokio::net::UnixStream::from_std(s).map(|s| {
+            tokio::spawn(service::serve_connection(s, shared, slot, header_timeout));
+        }),
+        #[cfg(not(unix))]
+        Accepted::Unix(never) => match never {},
     }
 }
 
@@ -634,16 +642,9 @@ async fn accept_relayed(
         };
         match relay::next(&relay)
             .await
-            .and_then(tokio::net::UnixStream::from_std)
+            .and_then(|client| adopt(client, Arc::clone(&shared), slot, header_timeout))
         {
-            Ok(stream) => {
-                tokio::spawn(service::serve_connection(
-                    stream,
-                    Arc::clone(&shared),
-                    slot,
-                    header_timeout,
-                ));
-            }
+            Ok(()) => {}
             Err(e) => accept_failed(&shared, e).await,
         }
     }

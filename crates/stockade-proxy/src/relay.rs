@@ -17,6 +17,8 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixDatagram, UnixStream};
 
+use crate::Accepted;
+
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags, SocketType,
@@ -32,10 +34,12 @@ pub(crate) fn pair() -> io::Result<(RelaySocket, OwnedFd)> {
     Ok((ours, theirs.into()))
 }
 
-/// The connection the next queued datagram carries: `Ok(None)` for one that
-/// carries no Unix stream socket (it is dropped), `WouldBlock` when none is
-/// queued.
-pub(crate) fn take(socket: BorrowedFd<'_>) -> io::Result<Option<UnixStream>> {
+/// The connection the next queued datagram carries: a Unix stream socket
+/// (the launcher's relay, one end of a pair it copies to and from) or a
+/// TCP one (a connection the spawner accepted on the listener it made in
+/// the sandbox's namespace, handed over whole); `Ok(None)` for a datagram
+/// that carries neither (it is dropped), `WouldBlock` when none is queued.
+pub(crate) fn take(socket: BorrowedFd<'_>) -> io::Result<Option<Accepted>> {
     let mut byte = [0u8; 1];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -56,21 +60,30 @@ pub(crate) fn take(socket: BorrowedFd<'_>) -> io::Result<Option<UnixStream>> {
             }
         }
     }
-    let Some(fd) = handed.filter(is_unix_stream) else {
+    let Some(fd) = handed else {
         return Ok(None);
     };
-    let stream = UnixStream::from(fd);
-    stream.set_nonblocking(true)?;
-    Ok(Some(stream))
-}
-
-fn is_unix_stream(fd: &OwnedFd) -> bool {
-    rustix::net::sockopt::socket_type(fd) == Ok(SocketType::STREAM)
-        && rustix::net::sockopt::socket_domain(fd) == Ok(AddressFamily::UNIX)
+    if rustix::net::sockopt::socket_type(&fd) != Ok(SocketType::STREAM) {
+        return Ok(None);
+    }
+    let accepted = match rustix::net::sockopt::socket_domain(&fd) {
+        Ok(AddressFamily::UNIX) => {
+            let stream = UnixStream::from(fd);
+            stream.set_nonblocking(true)?;
+            Accepted::Unix(stream)
+        }
+        Ok(AddressFamily::INET) => {
+            let stream = std::net::TcpStream::from(fd);
+            stream.set_nonblocking(true)?;
+            Accepted::Tcp(stream)
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(accepted))
 }
 
 /// The next connection handed over on `socket`, waiting on the runtime.
-pub(crate) async fn next(socket: &tokio::net::UnixDatagram) -> io::Result<UnixStream> {
+pub(crate) async fn next(socket: &tokio::net::UnixDatagram) -> io::Result<Accepted> {
     loop {
         socket.readable().await?;
         match socket.try_io(tokio::io::Interest::READABLE, || take(socket.as_fd())) {
@@ -88,17 +101,29 @@ pub(crate) async fn next(socket: &tokio::net::UnixDatagram) -> io::Result<UnixSt
 /// does the same in the launcher, which does not link this crate.)
 pub fn hand_over(relay_end: BorrowedFd<'_>) -> io::Result<UnixStream> {
     let (client, served) = UnixStream::pair()?;
-    let fds = [served.as_fd()];
+    send(relay_end, served.as_fd(), SendFlags::empty())?;
+    Ok(client)
+}
+
+/// Hands `connection` itself (a stream socket: Unix, or TCP as the
+/// spawner's listener in a sandbox's namespace accepts it) to the proxy
+/// over `relay_end`, which serves it as an accepted client. Never waits:
+/// a proxy whose queue is full (`WouldBlock`) leaves the connection to its
+/// caller, who drops it.
+pub fn hand_over_connection(
+    relay_end: BorrowedFd<'_>,
+    connection: BorrowedFd<'_>,
+) -> io::Result<()> {
+    send(relay_end, connection, SendFlags::DONTWAIT)
+}
+
+fn send(relay_end: BorrowedFd<'_>, connection: BorrowedFd<'_>, flags: SendFlags) -> io::Result<()> {
+    let fds = [connection];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
         return Err(io::Error::other("no room for a descriptor in the message"));
     }
-    rustix::net::sendmsg(
-        relay_end,
-        &[IoSlice::new(&[0])],
-        &mut control,
-        SendFlags::empty(),
-    )?;
-    Ok(client)
+    rustix::net::sendmsg(relay_end, &[IoSlice::new(&[0])], &mut control, flags)?;
+    Ok(())
 }

@@ -131,6 +131,43 @@ fn main() {
         assert_eq!(threads(), with_backend, "the proxy thread was not joined");
         settle().await;
         assert_eq!(tasks(), 0);
+
+        // A TCP connection handed over whole (as the spawner hands over
+        // what it accepts in a direct bwrap run's namespace): the first
+        // client, served on the thread it starts; and one more, handed to
+        // the running proxy.
+        let proxy = Proxy::start(config(Some(addr))).unwrap();
+        let end = proxy.relay_end().unwrap().unwrap();
+        let elsewhere = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        for _ in 0..2 {
+            let client = TcpStream::connect(elsewhere.local_addr().unwrap()).unwrap();
+            let (served, _) = elsewhere.accept().unwrap();
+            stockade_proxy::hand_over_connection(
+                std::os::fd::AsFd::as_fd(&end),
+                std::os::fd::AsFd::as_fd(&served),
+            )
+            .unwrap();
+            drop(served);
+            let mut client = tokio::net::TcpStream::from_std(nonblocking(client)).unwrap();
+            common::assert_served(&common::exchange(&mut client, &request).await);
+            assert!(proxy.is_serving());
+        }
+        // A datagram carrying a socket that is no stream connection is
+        // dropped, and the proxy serves on.
+        let udp = std::net::UdpSocket::bind(("127.0.0.1", 0)).unwrap();
+        stockade_proxy::hand_over_connection(
+            std::os::fd::AsFd::as_fd(&end),
+            std::os::fd::AsFd::as_fd(&udp),
+        )
+        .unwrap();
+        let client = stockade_proxy::hand_over(std::os::fd::AsFd::as_fd(&end)).unwrap();
+        client.set_nonblocking(true).unwrap();
+        let mut client = tokio::net::UnixStream::from_std(client).unwrap();
+        common::assert_served(&common::exchange(&mut client, &request).await);
+        drop(proxy);
+        assert_eq!(threads(), with_backend, "the proxy thread was not joined");
+        settle().await;
+        assert_eq!(tasks(), 0);
     }));
     println!("lazy_threads: ok");
 }

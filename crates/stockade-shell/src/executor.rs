@@ -398,6 +398,7 @@ impl SandboxedExecutor {
                 network_log: None,
                 after_run: None,
                 direct: false,
+                relay: None,
             };
             return Ok(launch(spec, argv, Some(wrap), self.limits));
         };
@@ -447,10 +448,12 @@ fn wrap_confined(
         direct,
     } = confined;
     let mut pass_fds = pass_fds;
+    let mut relay = None;
     let direct = match direct.filter(|_| direct_ok) {
         Some(d) => {
             argv = d.argv;
-            pass_fds.extend(d.pass_fds);
+            pass_fds = d.pass_fds;
+            relay = d.relay;
             true
         }
         None => false,
@@ -473,6 +476,7 @@ fn wrap_confined(
         network_log,
         after_run,
         direct,
+        relay,
     };
     (argv, wrap)
 }

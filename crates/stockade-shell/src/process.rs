@@ -66,6 +66,9 @@ pub(crate) struct Wrap {
     /// The runner runs the command itself (`Confined::direct`): its own
     /// line for an exec that failed is the launcher's record.
     pub direct: bool,
+    /// A direct run under `allow-listed`: the proxy's listener is made in
+    /// its network namespace before the command may start.
+    pub relay: Option<stockade_core::DirectRelay>,
 }
 
 /// Everything needed to spawn and read one process.
@@ -93,6 +96,14 @@ pub(crate) struct Streams {
     pub scanner: Scanner,
     /// What the runner wrote on its status channel (bounded, see `fds`).
     pub status: Vec<u8>,
+    /// The write end of a direct run's block pipe, kept (never written)
+    /// after the proxy's listener could not be made and the runner was
+    /// killed: it closes only once the run is over, so the runner's child
+    /// cannot read an end of file and go on to the command's exec while
+    /// its parent's death is still on its way to it.
+    // Held, never read: its drop is the point. No runner here blocks.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub held_block: Option<std::fs::File>,
 }
 
 pub(crate) type Shared = Arc<Mutex<Streams>>;
@@ -158,6 +169,8 @@ struct Started {
     /// The terminal, or the one pipe for stdout and stderr.
     wired: Option<Reader>,
     status: Option<fds::StatusReader>,
+    /// The write end of a direct run's block pipe (`Wrap::relay`).
+    block: Option<std::fs::File>,
 }
 
 /// Kills the process group if the supervising future is dropped
@@ -293,6 +306,10 @@ mod fds {
     /// Descriptors of ours and the numbers the child finds them at.
     pub(super) type Placed = Vec<(OwnedFd, i32)>;
 
+    /// What a run places, the status channel's read end, and the write
+    /// end of a direct run's block pipe.
+    pub(super) type Placements = (Placed, Option<StatusReader>, Option<std::fs::File>);
+
     /// Running out of descriptors (or pipes) is an ordinary start failure:
     /// nothing ran and the runner is not to blame.
     fn start_error(launch: &Launch, source: std::io::Error) -> ShellError {
@@ -307,14 +324,15 @@ mod fds {
     /// number the child must find it at (every copy the parent makes is
     /// close-on-exec), and the status pipe's read end. Nothing when the
     /// run places nothing.
-    pub(super) fn placements(
-        launch: &Launch,
-    ) -> Result<(Placed, Option<StatusReader>), ShellError> {
+    pub(super) fn placements(launch: &Launch) -> Result<Placements, ShellError> {
         let Some(Wrap {
-            pass_fds, status, ..
+            pass_fds,
+            status,
+            relay,
+            ..
         }) = &launch.wrap
         else {
-            return Ok((Vec::new(), None));
+            return Ok((Vec::new(), None, None));
         };
         let mut mappings = Vec::with_capacity(pass_fds.len() + 1);
         for p in pass_fds {
@@ -335,7 +353,13 @@ mod fds {
             reader = Some(Receiver::from_owned_fd(rx.into()).map_err(|e| start_error(launch, e))?);
             mappings.push((tx.into(), channel.child_fd));
         }
-        Ok((mappings, reader))
+        let mut block = None;
+        if let Some(relay) = relay {
+            let (rx, tx) = std::io::pipe().map_err(|e| start_error(launch, e))?;
+            mappings.push((rx.into(), relay.block_fd));
+            block = Some(std::fs::File::from(OwnedFd::from(tx)));
+        }
+        Ok((mappings, reader, block))
     }
 
     /// Arrange for the child to find each of `placements` at its number.
@@ -346,11 +370,11 @@ mod fds {
     pub(super) fn place(
         cmd: &mut Command,
         launch: &Launch,
-    ) -> Result<Option<StatusReader>, ShellError> {
-        let (placed, reader) = placements(launch)?;
+    ) -> Result<(Option<StatusReader>, Option<std::fs::File>), ShellError> {
+        let (placed, reader, block) = placements(launch)?;
         if placed.is_empty() {
             // No pre_exec hook at all: std keeps its faster spawn path.
-            return Ok(reader);
+            return Ok((reader, block));
         }
         let first = placed.first().map_or(-1, |m| m.1);
         let mappings = placed
@@ -366,7 +390,7 @@ mod fds {
                 child_fd: first,
                 conflict: FdConflict::Duplicate,
             })?;
-        Ok(reader)
+        Ok((reader, block))
     }
 
     /// A runner writes a line or two; nothing it writes may grow memory.
@@ -397,6 +421,167 @@ mod fds {
                 };
                 push_bounded(&mut lock(&shared).status, &buf[..n]);
             }
+        })
+    }
+
+    /// [`watch`] for a direct run under `allow-listed`
+    /// (`stockade_core::DirectRelay`): once bwrap's first document names
+    /// its child, the proxy's listener is made in that child's network
+    /// namespace and only then is the child let go on to the command. Each
+    /// connection accepted there is handed to the proxy whole. The
+    /// listener closes when the channel does (bwrap has exited). A
+    /// listener that cannot be made kills bwrap (`runner`, its pid, taken
+    /// as a pidfd now, while it cannot have been reaped), keeps the block
+    /// pipe shut until the run is over, and ends the channel with a
+    /// failure record: a runner failure, with nothing of the command run.
+    #[cfg(target_os = "linux")]
+    pub(super) fn relay_then_watch(
+        mut from: StatusReader,
+        shared: Shared,
+        block: std::fs::File,
+        relay: stockade_core::DirectRelay,
+        runner: Option<u32>,
+    ) -> tokio::task::JoinHandle<()> {
+        use rustix::process::{Pid, PidfdFlags, Signal};
+        use stockade_core::status::{BwrapChild, RunnerStatus};
+        let runner_id = runner;
+        let runner = runner
+            .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
+            .and_then(|pid| rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok());
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let mut block = Some(block);
+            let mut listener = None;
+            let mut failed = false;
+            loop {
+                tokio::select! {
+                    read = from.read(&mut buf) => {
+                        let n = match read {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        // After a refusal the record is ours and last:
+                        // nothing bwrap had queued may follow it.
+                        if failed {
+                            continue;
+                        }
+                        let child = {
+                            let mut streams = lock(&shared);
+                            push_bounded(&mut streams.status, &buf[..n]);
+                            // bwrap writes its first document in pieces:
+                            // only a whole line names the child.
+                            block.as_ref().and(BwrapChild::first_line(&streams.status))
+                        };
+                        let Some(child) = child else {
+                            continue;
+                        };
+                        let Some(mut gate) = block.take() else {
+                            continue;
+                        };
+                        match open_listener(child, relay.port) {
+                            Ok(l) => {
+                                listener = Some(l);
+                                // The child reads one byte, or EOF; either
+                                // lets it go, and the listener is there.
+                                let _ = std::io::Write::write_all(&mut gate, b"x");
+                            }
+                            Err((why, named)) => {
+                                // bwrap's child sets no parent-death signal
+                                // before its block descriptor, so bwrap's
+                                // death would not end it: bwrap is stopped
+                                // (so nothing below it moves on when a child
+                                // of its dies), everything below it killed
+                                // while it still holds it, the child where
+                                // it was found too, then bwrap. The gate
+                                // stays shut until the run is over, and the
+                                // record is written now (a process that
+                                // inherited the channel could keep it from
+                                // its end).
+                                if let Some(pidfd) = &runner {
+                                    let _ = rustix::process::pidfd_send_signal(pidfd, Signal::STOP);
+                                }
+                                if let Some(id) = runner_id {
+                                    crate::tree::kill_below(id);
+                                }
+                                if let Some(named) = named {
+                                    let _ = named.kill();
+                                }
+                                if let Some(pidfd) = &runner {
+                                    let _ = rustix::process::pidfd_send_signal(pidfd, Signal::KILL);
+                                }
+                                let record = RunnerStatus::failure_record(
+                                    &stockade_core::texts::relay_listener_failed(&why),
+                                );
+                                let mut streams = lock(&shared);
+                                push_bounded(&mut streams.status, record.as_bytes());
+                                streams.held_block = Some(gate);
+                                failed = true;
+                            }
+                        }
+                    }
+                    conn = accepted(listener.as_ref()) => match conn {
+                        // A proxy whose queue is full cannot take it: the
+                        // client sees its connection closed.
+                        Ok((conn, _)) => {
+                            let _ = landlock_run::netns_listener::hand_over(
+                                relay.relay_end.as_fd(),
+                                conn.as_fd(),
+                            );
+                        }
+                        // Out of descriptors, mostly: a pause, so a lasting
+                        // one cannot spin this task.
+                        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                    },
+                }
+            }
+        })
+    }
+
+    /// The listener in the named child's namespace; on a failure, why, and
+    /// the child where it was found.
+    #[cfg(target_os = "linux")]
+    fn open_listener(
+        child: stockade_core::status::BwrapChild,
+        port: u16,
+    ) -> Result<tokio::net::TcpListener, (String, Option<landlock_run::netns_listener::NamedChild>)>
+    {
+        let named = landlock_run::netns_listener::NamedChild::find(child)
+            .map_err(|e| (e.to_string(), None))?;
+        let listener = named
+            .listen(port)
+            .map_err(|e| e.to_string())
+            .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
+        listener.map_err(|why| (why, Some(named)))
+    }
+
+    #[cfg(target_os = "linux")]
+    async fn accepted(
+        listener: Option<&tokio::net::TcpListener>,
+    ) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+        match listener {
+            Some(l) => l.accept().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// No runner here makes a namespace to relay into, and no provider
+    /// here offers a relay; one would be a runner failure, its block pipe
+    /// kept shut until the run is over.
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn relay_then_watch(
+        from: StatusReader,
+        shared: Shared,
+        block: std::fs::File,
+        _: stockade_core::DirectRelay,
+        _: Option<u32>,
+    ) -> tokio::task::JoinHandle<()> {
+        lock(&shared).held_block = Some(block);
+        tokio::spawn(async move {
+            let _ = watch(from, shared.clone()).await;
+            let record = stockade_core::status::RunnerStatus::failure_record(
+                &stockade_core::texts::relay_listener_failed("not supported on this platform"),
+            );
+            push_bounded(&mut lock(&shared).status, record.as_bytes());
         })
     }
 
@@ -441,27 +626,41 @@ mod fds {
     pub(super) fn place(
         _: &mut Command,
         launch: &Launch,
-    ) -> Result<Option<StatusReader>, ShellError> {
+    ) -> Result<(Option<StatusReader>, Option<std::fs::File>), ShellError> {
         let Some(Wrap {
-            pass_fds, status, ..
+            pass_fds,
+            status,
+            relay,
+            ..
         }) = &launch.wrap
         else {
-            return Ok(None);
+            return Ok((None, None));
         };
         match pass_fds
             .first()
             .map(|p| p.child_fd)
             .or(status.map(|s| s.child_fd))
+            .or(relay.as_ref().map(|r| r.block_fd))
         {
             Some(child_fd) => Err(ShellError::FdPlacement {
                 child_fd,
                 conflict: FdConflict::Unsupported,
             }),
-            None => Ok(None),
+            None => Ok((None, None)),
         }
     }
 
     pub(super) fn watch(reader: StatusReader, _: Shared) -> tokio::task::JoinHandle<()> {
+        match reader {}
+    }
+
+    pub(super) fn relay_then_watch(
+        reader: StatusReader,
+        _: Shared,
+        _: std::fs::File,
+        _: stockade_core::DirectRelay,
+        _: Option<u32>,
+    ) -> tokio::task::JoinHandle<()> {
         match reader {}
     }
 }
@@ -477,7 +676,8 @@ fn check_slots(wrap: Option<&Wrap>) -> Result<(), ShellError> {
         .pass_fds
         .iter()
         .map(|p| p.child_fd)
-        .chain(w.status.map(|s| s.child_fd));
+        .chain(w.status.map(|s| s.child_fd))
+        .chain(w.relay.as_ref().map(|r| r.block_fd));
     let mut seen = Vec::new();
     for child_fd in slots {
         let conflict = if child_fd < 3 {
@@ -576,7 +776,7 @@ fn without_fork(
     if !placing || !program.is_absolute() {
         return Ok(None);
     }
-    let (placed, status) = fds::placements(launch)?;
+    let (placed, status, block) = fds::placements(launch)?;
     let merge = launch.passthrough && crate::terminal::shared_output();
     let mut child = crate::spawn::start(launch, program, args, placed, merge)
         .map_err(|e| spawn_error(launch, e))?;
@@ -587,6 +787,7 @@ fn without_fork(
         stderr: boxed(child.stderr.take()),
         wired: boxed(child.merged.take()),
         status,
+        block,
         child: Proc::Spawned(child),
     }))
 }
@@ -628,7 +829,7 @@ fn forked(launch: &Launch, program: &OsString, args: &[OsString]) -> Result<Star
     }
     // Every fd std and tokio open is O_CLOEXEC, so the child inherits only
     // 0, 1 and 2, plus what `place` maps onto the numbers the runner expects.
-    let status = fds::place(&mut cmd, launch)?;
+    let (status, block) = fds::place(&mut cmd, launch)?;
     let wired = crate::terminal::wire(&mut cmd, launch.terminal.as_ref(), launch.passthrough)
         .map_err(|source| ShellError::Start {
             program: PathBuf::from(program),
@@ -647,6 +848,7 @@ fn forked(launch: &Launch, program: &OsString, args: &[OsString]) -> Result<Star
         stderr: child.stderr.take().map(|r| Box::new(r) as Reader),
         wired: wired.map(|r| Box::new(r) as Reader),
         status,
+        block,
         child: Proc::Forked(child),
     })
 }
@@ -659,6 +861,7 @@ fn running(launch: Launch, started: Started) -> Result<Running, ShellError> {
         stderr,
         wired,
         status: status_reader,
+        block,
     } = started;
     // Armed even without a group of our own: a runner that starts a session
     // (landlock-run's setsid) leads a group whose id is the child's pid, and
@@ -684,6 +887,7 @@ fn running(launch: Launch, started: Started) -> Result<Running, ShellError> {
         stderr: Bounded::new(launch.limits),
         scanner,
         status: Vec::new(),
+        held_block: None,
     }));
     let mut readers = Vec::new();
     if let (Stdin::Bytes(bytes), Some(mut pipe)) = (&launch.stdin, stdin) {
@@ -736,7 +940,13 @@ fn running(launch: Launch, started: Started) -> Result<Running, ShellError> {
     if let Some(reader) = status_reader {
         // Drained with the output, under the same grace: a runner that
         // somehow keeps the channel open cannot hang settle.
-        readers.push(fds::watch(reader, shared.clone()));
+        let relay = launch.wrap.as_ref().and_then(|w| w.relay.clone());
+        readers.push(match (relay, block) {
+            (Some(relay), Some(block)) => {
+                fds::relay_then_watch(reader, shared.clone(), block, relay, child.id())
+            }
+            _ => fds::watch(reader, shared.clone()),
+        });
     }
     Ok(Running {
         launch,
@@ -1054,7 +1264,9 @@ pub(crate) fn piped_command(
     if launch.own_group {
         sys::new_group(&mut cmd);
     }
-    let status = fds::place(&mut cmd, launch)?;
+    // A piped run is never direct (`SandboxedExecutor::launch`), so it has
+    // no block pipe; one would only let the runner go on unrelayed.
+    let (status, _block) = fds::place(&mut cmd, launch)?;
     Ok((cmd, status))
 }
 
