@@ -611,6 +611,78 @@ fn a_command_cannot_forge_a_runner_failure() {
     }
 }
 
+/// Under both private networks bwrap runs the command itself where `probe`
+/// says it does on this host: no launcher anywhere in the sandbox's pid
+/// namespace, the launcher's three filters on the command all the same,
+/// and under `allow-listed` the proxy answering on the sandbox's own
+/// loopback (the listener stockade made in its namespace before the
+/// command started), as root and as nobody.
+#[test]
+fn bwrap_runs_the_command_itself_on_both_private_networks() {
+    if !stockade_testkit::require("bwrap", stockade_testkit::have_bwrap()) {
+        return;
+    }
+    let base = base();
+    for who in users() {
+        let state = owned_dir(&base, "state-", who);
+        let probe = stockade_as(who, state.path())
+            .arg("probe")
+            .output()
+            .unwrap();
+        let direct = text(&probe.stdout)
+            .lines()
+            .any(|l| l.contains("command-runner: under deny and allow-listed bwrap itself"));
+        assert!(
+            direct || !stockade_testkit::in_ci() || text(&probe.stdout).contains("landlock-abi=9"),
+            "{who:?}: {}",
+            text(&probe.stdout)
+        );
+        if !direct {
+            eprintln!("{who:?}: this host keeps the closer");
+            continue;
+        }
+        for network in NETWORKS {
+            let ws = owned_dir(&base, "ws-", who);
+            let mut c = stockade_as(who, state.path());
+            c.args(["exec", "--backend", "bwrap", "--network", network, "--workspace"])
+                .arg(ws.path())
+                .args([
+                    "--",
+                    "bash",
+                    "-c",
+                    "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done; \
+                     grep '^Seccomp_filters:' /proc/self/status; \
+                     if [ -n \"$HTTP_PROXY\" ]; then exec 3<>/dev/tcp/127.0.0.1/${HTTP_PROXY##*:} && \
+                     printf 'GET http://refused.test/ HTTP/1.1\\r\\nHost: refused.test\\r\\n\\r\\n' >&3 && \
+                     head -c 9 <&3; echo; fi",
+                ])
+                .current_dir(ws.path());
+            let out = c.output().unwrap();
+            let seen = text(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{who:?} {network}: {seen} {}",
+                text(&out.stderr)
+            );
+            assert!(!seen.contains("landlock-run"), "{who:?} {network}: {seen}");
+            assert!(
+                seen.lines()
+                    .any(|l| l.starts_with("/usr/bin/bwrap") || l.contains("bwrap ")),
+                "{who:?} {network}: {seen}"
+            );
+            assert!(
+                seen.contains("Seccomp_filters:\t3"),
+                "{who:?} {network}: {seen}"
+            );
+            assert_eq!(
+                seen.lines().any(|l| l == "HTTP/1.1 "),
+                network == "allow-listed",
+                "{who:?} {network}: the proxy answers inside only under allow-listed: {seen}"
+            );
+        }
+    }
+}
+
 /// Channel 7: the closer's own failure inside bwrap (and the launcher's
 /// under Landlock) is a runner failure: exit 125, nothing ran, the reason
 /// named.
