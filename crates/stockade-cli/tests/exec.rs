@@ -546,8 +546,9 @@ fn bwrap_running_the_command_itself_is_judged_by_its_status() {
 
 /// Under `allow-listed`, bwrap running the command itself waits on its
 /// block descriptor while stockade makes the proxy's listener in the
-/// child's network namespace. A child that is not as bwrap named it (no
-/// namespace named, another namespace) or a listener that cannot be made
+/// child's network namespace. A first line that names no child, a child
+/// that is not as bwrap named it (no namespace named, another namespace)
+/// or a listener that cannot be made
 /// (here: the port is taken, in a namespace that is not private) is a
 /// runner failure, and the command never runs: the runner is killed while
 /// it waits, and its block descriptor is never let go (not on a part of
@@ -564,6 +565,7 @@ fn allow_listed_bwrap_that_cannot_be_relayed_into_never_runs_the_command() {
         marker.display()
     );
     let cases = [
+        ("no-child", "eval \"echo '{ \\\"exit-code\\\": 0 }' >&$fd\"".to_owned()),
         ("unnamed", "eval \"echo '{ \\\"child-pid\\\": '$$' }' >&$fd\"".to_owned()),
         // Written in pieces, as bwrap writes it: nothing is let go on a
         // part of the line.

@@ -1,6 +1,9 @@
 //! The bwrap rung: the first of the Linux chain. bwrap builds the mount and
 //! pid namespaces; the Landlock launcher, run inside as the fd closer,
-//! closes inherited descriptors before the command starts.
+//! closes inherited descriptors before the command starts. Under `deny` and
+//! `allow-listed` bwrap can run the command itself instead
+//! (`Confined::direct`), with the launcher's filters, and (allow-listed)
+//! the proxy's listener made in its namespace by the spawner.
 
 use std::ffi::OsString;
 

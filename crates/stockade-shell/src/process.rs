@@ -465,20 +465,26 @@ mod fds {
                         if failed {
                             continue;
                         }
-                        let child = {
+                        let first = {
                             let mut streams = lock(&shared);
                             push_bounded(&mut streams.status, &buf[..n]);
                             // bwrap writes its first document in pieces:
                             // only a whole line names the child.
-                            block.as_ref().and(BwrapChild::first_line(&streams.status))
+                            (block.is_some() && streams.status.contains(&b'\n'))
+                                .then(|| BwrapChild::first_line(&streams.status))
                         };
-                        let Some(child) = child else {
+                        let Some(first) = first else {
                             continue;
                         };
                         let Some(mut gate) = block.take() else {
                             continue;
                         };
-                        match open_listener(child, relay.port) {
+                        // A first line that names no child would leave the
+                        // child waiting for ever: refused like a failure.
+                        let opened = first
+                            .ok_or_else(|| ("bwrap's first status line names no child".to_owned(), None))
+                            .and_then(|child| open_listener(child, relay.port));
+                        match opened {
                             Ok(l) => {
                                 listener = Some(l);
                                 // The child reads one byte, or EOF; either
