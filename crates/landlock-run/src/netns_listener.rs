@@ -36,8 +36,14 @@ use crate::sys;
 pub enum ListenError {
     #[error("bwrap named no network namespace for its child {pid}")]
     Unnamed { pid: i32 },
+    #[error("bwrap's child {pid} cannot be found: {source}")]
+    Gone { pid: i32, source: io::Error },
     #[error("cannot open {}: {source}", path.display())]
     Open { path: PathBuf, source: io::Error },
+    #[error(
+        "/proc is not this pid namespace's, so it cannot name bwrap's child {pid} (mount a /proc of its own, or use Linux 6.11 or later)"
+    )]
+    ForeignProc { pid: i32 },
     #[error(
         "the network namespace of process {pid} is {found}, not {named} as bwrap named it (the process is gone or another)"
     )]
@@ -94,26 +100,40 @@ impl NamedChild {
     pub fn find(child: BwrapChild) -> Result<NamedChild, ListenError> {
         let pid = child.pid;
         let named = child.net_namespace.ok_or(ListenError::Unnamed { pid })?;
-        let gone = |source: io::Error| ListenError::Open {
-            path: PathBuf::from(format!("/proc/{pid}")),
-            source,
-        };
+        let gone = |source: io::Error| ListenError::Gone { pid, source };
         let raw = rustix::process::Pid::from_raw(pid).ok_or_else(|| gone(Errno::SRCH.into()))?;
         let pidfd = rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty())
             .map_err(|e| gone(e.into()))?;
-        let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
-        let net = File::open(&path).map_err(|source| ListenError::Open {
-            path: path.clone(),
-            source,
-        })?;
+        // From the pidfd itself where the kernel answers (6.11 and later):
+        // no /proc, which may be another pid namespace's than ours.
+        let net = match sys::pidfd_net_namespace(pidfd.as_fd()) {
+            Ok(fd) => File::from(fd),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+                // Only a /proc of our own pid namespace numbers processes
+                // as bwrap and pidfd_open do: in another's, PID is another
+                // process, and bwrap, reading the same /proc, named that
+                // process's namespace, so the inode check below would pass.
+                let ours = rustix::process::getpid().as_raw_nonzero().get();
+                if std::fs::read_link("/proc/self").ok() != Some(PathBuf::from(ours.to_string())) {
+                    return Err(ListenError::ForeignProc { pid });
+                }
+                let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+                File::open(&path).map_err(|source| ListenError::Open { path, source })?
+            }
+            Err(e) => return Err(gone(e)),
+        };
         let found = net
             .metadata()
-            .map_err(|source| ListenError::Open { path, source })?
+            .map_err(|source| ListenError::Open {
+                path: PathBuf::from(format!("/proc/{pid}/ns/net")),
+                source,
+            })?
             .ino();
         if found != named {
             return Err(ListenError::Mismatch { pid, named, found });
         }
-        // A pidfd polls readable once its process has exited.
+        // A pidfd polls readable once its process has exited: the
+        // namespace opened through /proc was then another process's.
         let mut poll = [rustix::event::PollFd::new(
             &pidfd,
             rustix::event::PollFlags::IN,

@@ -572,7 +572,25 @@ pub(crate) fn namespace_owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     const NS_GET_USERNS: libc::c_ulong = 0xb701;
     // SAFETY: NS_GET_USERNS takes no argument and returns a new
     // descriptor (close-on-exec), which we own from here.
-    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _) };
+    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor the kernel just gave us, owned by no one.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The network namespace of the process `pidfd` refers to
+/// (`PIDFD_GET_NET_NAMESPACE`, Linux 6.11): `ENOTTY` on a kernel without
+/// it.
+pub(crate) fn pidfd_net_namespace(pidfd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // _IO(PIDFS_IOCTL_MAGIC = 0xff, 4): no argument.
+    const PIDFD_GET_NET_NAMESPACE: libc::c_ulong = 0xff04;
+    // SAFETY: the ioctl takes no argument and returns a new descriptor
+    // (close-on-exec), which we own from here.
+    // The argument is passed, as 0: the kernel refuses (EINVAL) any other,
+    // and a variadic call without it would pass whatever the register held.
+    let fd = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_NET_NAMESPACE as _, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -151,6 +151,59 @@ fn a_listener_made_from_outside_is_reached_from_inside_only() {
     }
 }
 
+/// In a pid namespace whose /proc is another's (`unshare --pid` without
+/// its own /proc mounted), bwrap's child pid names another process there,
+/// and bwrap, reading that /proc, names that other process's namespaces.
+/// The listener is never made there: from the pidfd (Linux 6.11) the
+/// child's real namespace is not the one named; through /proc (older
+/// kernels) a /proc that is not this pid namespace's is refused. As root
+/// (`unshare` makes the pid namespace). The first build listened in the
+/// host's namespace here.
+#[test]
+fn a_proc_of_another_pid_namespace_is_never_trusted() {
+    if std::env::var_os(LEG).is_some_and(|v| v == "pidns") {
+        let (mut child, mut status, block) = blocked_bwrap("echo ran");
+        let doc = first_document(&mut status);
+        match listen_in(doc, PORT) {
+            Ok(_) => println!("listened"),
+            Err(ListenError::Mismatch { .. } | ListenError::ForeignProc { .. }) => {
+                println!("refused")
+            }
+            Err(e) => panic!("{e}"),
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        drop(block);
+        return;
+    }
+    if !bwrap() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        assert!(!stockade_testkit::in_ci(), "CI runs as root");
+        return;
+    }
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_proc_of_another_pid_namespace_is_never_trusted",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(LEG, "pidns")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("refused") && !text.contains("listened"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_namespace_other_than_the_one_bwrap_named_is_refused() {
     if !bwrap() {
@@ -184,7 +237,7 @@ fn a_namespace_other_than_the_one_bwrap_named_is_refused() {
     };
     assert!(matches!(
         listen_in(gone, PORT),
-        Err(ListenError::Open { .. })
+        Err(ListenError::Gone { .. })
     ));
     // As the spawner does on a refusal: bwrap's child, which sets no
     // parent-death signal before its block descriptor, is killed where it
