@@ -506,7 +506,12 @@ mod fds {
                                 if let Some(pidfd) = &runner {
                                     let _ = rustix::process::pidfd_send_signal(pidfd, Signal::STOP);
                                 }
-                                if let Some(id) = runner_id {
+                                // Only while bwrap is alive (unreaped) is
+                                // its pid its own: a run dropped meanwhile
+                                // has had its tree killed already.
+                                if let (Some(id), Some(pidfd)) = (runner_id, &runner)
+                                    && !exited(pidfd)
+                                {
                                     crate::tree::kill_below(id);
                                 }
                                 if let Some(named) = named {
@@ -558,6 +563,14 @@ mod fds {
             .map_err(|e| e.to_string())
             .and_then(|l| tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string()));
         listener.map_err(|why| (why, Some(named)))
+    }
+
+    /// A pidfd polls readable once its process has exited.
+    #[cfg(target_os = "linux")]
+    fn exited(pidfd: &OwnedFd) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        poll(&mut fds, Some(&Timespec::default())) != Ok(0)
     }
 
     #[cfg(target_os = "linux")]
