@@ -568,32 +568,29 @@ pub(crate) fn in_vfork_child<F: FnMut()>(f: &mut F) -> io::Result<()> {
 
 /// The user namespace that owns the namespace `ns` (`NS_GET_USERNS`).
 pub(crate) fn namespace_owner(ns: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    // _IO(0xb7, 0x1): no argument.
-    const NS_GET_USERNS: libc::c_ulong = 0xb701;
-    // SAFETY: NS_GET_USERNS takes no argument and returns a new
-    // descriptor (close-on-exec), which we own from here.
-    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor the kernel just gave us, owned by no one.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    // _IO(NSIO = 0xb7, 1)
+    namespace_ioctl(ns, 0xb701)
 }
 
 /// The network namespace of the process `pidfd` refers to
 /// (`PIDFD_GET_NET_NAMESPACE`, Linux 6.11): `ENOTTY` on a kernel without
 /// it.
 pub(crate) fn pidfd_net_namespace(pidfd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    // _IO(PIDFS_IOCTL_MAGIC = 0xff, 4): no argument.
-    const PIDFD_GET_NET_NAMESPACE: libc::c_ulong = 0xff04;
-    // SAFETY: the ioctl takes no argument and returns a new descriptor
-    // (close-on-exec), which we own from here.
-    // The argument is passed, as 0: the kernel refuses (EINVAL) any other,
-    // and a variadic call without it would pass whatever the register held.
-    let fd = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_NET_NAMESPACE as _, 0) };
-    if fd < 0 {
+    // _IO(PIDFS_IOCTL_MAGIC = 0xff, 4)
+    namespace_ioctl(pidfd, 0xff04)
+}
+
+/// An `_IO` ioctl of nsfs or pidfs that answers with a new descriptor of a
+/// namespace (close-on-exec).
+fn namespace_ioctl(fd: BorrowedFd<'_>, request: libc::c_ulong) -> io::Result<OwnedFd> {
+    // SAFETY: both requests take no argument (it is passed, as 0: pidfs
+    // refuses any other with EINVAL, and a variadic call without it would
+    // pass whatever the register held) and return a new descriptor or -1;
+    // no memory of ours is read or written.
+    let n = unsafe { libc::ioctl(fd.as_raw_fd(), request as _, 0) };
+    if n < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: a fresh descriptor the kernel just gave us, owned by no one.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
 }
