@@ -7,9 +7,13 @@
 //! in the namespace it was made in, whoever holds it later. bwrap names
 //! its child and that child's network namespace first on its status
 //! channel and waits (`--block-fd`) before the command's exec; the
-//! namespace is opened through `/proc` and accepted only if it is the one
-//! bwrap named (its inode, held open from then on, so a pid reused in the
-//! meantime cannot substitute another). A child sharing our memory then
+//! namespace is taken from a pidfd of that child (through `/proc` only
+//! before Linux 6.11, and only a `/proc` of our own pid namespace) and
+//! accepted only if it is the one bwrap named (its inode; held open from
+//! then on, so a pid reused in the meantime cannot substitute another).
+//! bwrap reads its own report from `/proc`, so where `/proc` is another
+//! pid namespace's the report names another process and is refused here.
+//! A child sharing our memory then
 //! enters it (and the user namespace that owns it, when bwrap made one:
 //! `setns` into a network namespace asks for `CAP_SYS_ADMIN` over both)
 //! and listens. Nothing of the command has run yet.
