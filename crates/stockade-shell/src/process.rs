@@ -97,10 +97,10 @@ pub(crate) struct Streams {
     /// What the runner wrote on its status channel (bounded, see `fds`).
     pub status: Vec<u8>,
     /// The write end of a direct run's block pipe, kept (never written)
-    /// after the proxy's listener could not be made and the runner was
-    /// killed: it closes only once the run is over, so the runner's child
-    /// cannot read an end of file and go on to the command's exec while
-    /// its parent's death is still on its way to it.
+    /// after the proxy's listener could not be made and the runner and
+    /// what was below it were killed: it closes only once the run is
+    /// over, so nothing that outlived the kill can read an end of file and
+    /// go on to the command's exec.
     // Held, never read: its drop is the point. No runner here blocks.
     #[cfg_attr(not(unix), allow(dead_code))]
     pub held_block: Option<std::fs::File>,
