@@ -583,7 +583,7 @@ fn a_command_cannot_forge_a_runner_failure() {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["result"]["sandbox"]["runner_failed"], false, "{v}");
             // bwrap's line for a command it could not execute, printed by
-            // a command that ran (under deny bwrap runs it itself): its
+            // a command that ran (bwrap runs it itself under both): its
             // own output and status, not a missing command's.
             for network in NETWORKS {
                 let out = exec_on(
@@ -1086,12 +1086,15 @@ fn hooks_path_and_included_config_are_read_only_under_bwrap() {
 /// close-on-exec: an agent's parent left it one) never reaches the
 /// command, on either backend, as root and as an unprivileged user: the
 /// spawn closes it before the runner starts, the launcher (or bwrap, when
-/// it runs the command itself under deny) every descriptor it was handed.
+/// it runs the command itself under deny and allow-listed) every
+/// descriptor it was handed. `allow` is run too: there the launcher
+/// inside bwrap is its closer.
 #[test]
 fn a_descriptor_the_caller_leaks_never_reaches_the_command() {
     let base = base();
+    let closer = backends().into_iter().map(|b| (b, "allow"));
     for who in users() {
-        for (backend, network) in runs() {
+        for (backend, network) in runs().into_iter().chain(closer.clone()) {
             let state = owned_dir(&base, "state-", who);
             let ws = owned_dir(&base, "ws-", who);
             // Held roots and protected paths are handed to the runner by

@@ -311,9 +311,9 @@ print(" ".join(out))
 "#;
 
 /// The refusals the binary-search table makes (and bwrap loads itself
-/// under deny) hold in the kernel on every path: both backends, bwrap
-/// with its closer (allow-listed) and without (deny), as root and as an
-/// unprivileged user. Each probe is first shown to answer differently
+/// under deny and allow-listed) hold in the kernel on every path: both
+/// backends, bwrap without its closer (deny, allow-listed) and with it
+/// (allow), as root and as an unprivileged user. Each probe is first shown to answer differently
 /// unconfined, so a refusal is the table's.
 #[test]
 fn the_syscall_table_refuses_on_every_path() {
@@ -369,7 +369,7 @@ fn the_syscall_table_refuses_on_every_path() {
             assert_ne!(s, w, "{who:?}: the probe cannot tell a refusal unconfined");
         }
         for backend in backends() {
-            for network in ["deny", "allow-listed"] {
+            for network in ["deny", "allow-listed", "allow"] {
                 let state = owned_dir(&base, "table-state-", who);
                 let ws = owned_dir(&base, "table-ws-", who);
                 let mut c = exec_cmd(who, state.path(), backend, network, ws.path());
