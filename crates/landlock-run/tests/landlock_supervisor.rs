@@ -1446,7 +1446,8 @@ echo ok
 /// argv: WS, A, B, SECONDS, UNTIL. One thread swaps `WS/link` between
 /// pointing to A and to B (a fresh symlink renamed over it), the other keeps
 /// calling chmod, utime, chown, setxattr, create and append through
-/// `link/`, for SECONDS. Prints `OP RESULT COUNT` and `swaps N`.
+/// `link/`, for SECONDS and at least until 40 swaps (30 s at most). Prints
+/// `OP RESULT COUNT` and `swaps N`.
 const RACE: &str = r#"
 import errno, os, sys, threading, time
 
@@ -1456,12 +1457,18 @@ sys.setswitchinterval(0.0001)
 link = os.path.join(ws, "link")
 os.symlink(a, link)
 stop = time.monotonic() + seconds
+# At least this many swaps, however slow a loaded machine makes each call
+# (both threads' calls are notifications the supervisor answers), up to a
+# hard end: a race that did not race proves nothing.
+MIN_SWAPS = 40
+hard_stop = time.monotonic() + max(seconds, 30.0)
 swaps = 0
+done = False
 
 
 def swapper():
     global swaps
-    while time.monotonic() < stop:
+    while not done:
         tmp = os.path.join(ws, ".swap")
         os.symlink(b if swaps % 2 == 0 else a, tmp)
         os.rename(tmp, link)
@@ -1492,7 +1499,7 @@ counts = {}
 t = threading.Thread(target=swapper)
 t.start()
 n = 0
-while time.monotonic() < stop:
+while (time.monotonic() < stop or swaps < MIN_SWAPS) and time.monotonic() < hard_stop:
     n += 1
     for name, fn in OPS:
         try:
@@ -1501,6 +1508,7 @@ while time.monotonic() < stop:
         except OSError as e:
             result = errno.errorcode.get(e.errno, str(e.errno))
         counts[(name, result)] = counts.get((name, result), 0) + 1
+done = True
 t.join()
 for (name, result), count in sorted(counts.items()):
     print(name, result, count)
